@@ -1,0 +1,37 @@
+# Two commands: `make run` opens the dashboard on a bundled sample; `make test` runs every test.
+# Both create a local virtual environment (.venv) and install what they need into it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+SAMPLE ?= samples/llm_decoder_kv.onnx
+
+.PHONY: run test bench samples system-deps clean
+
+$(VENV)/.runtime: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.runtime
+	$(PY) -m streamlit run app.py --server.port $(PORT) -- --model $(SAMPLE)
+
+system-deps:
+	bash scripts/install_system_deps.sh
+
+test: $(VENV)/.dev system-deps
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.runtime
+	$(PY) -m dashboard bench
+
+samples: $(VENV)/.runtime
+	$(PY) -m dashboard.samples samples
+
+clean:
+	rm -rf $(VENV) .pytest_cache

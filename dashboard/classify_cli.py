@@ -1,0 +1,65 @@
+"""``python -m dashboard classify``: both classifiers on one model, as JSON or a table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .classify_ep import classify_ep
+from .classify_refined import classify_refined
+from .model_io import load_model
+from .verdicts import Classification
+
+
+def report(model_path: str) -> dict:
+    """The ``classify --json`` object for the model at ``model_path``."""
+    model = load_model(model_path)
+    return {
+        "model": model_path,
+        "nodes": len(model.nodes),
+        "warnings": model.warnings,
+        "ep": classify_ep(model).to_json(),
+        "refined": classify_refined(model).to_json(),
+    }
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def _table(title: str, result: dict) -> list[str]:
+    lines = [f"{title}: {result['verdict']} -> backend {result['backend']}"
+             f"  (GenAI {result['genai_score']:g}, NonGenAI {result['non_genai_score']:g})"]
+    if result.get("early_exit"):
+        lines.append(f"  early exit: {result['early_exit']}")
+    lines.append(f"  {'signal':<28} {'side':<10} {'weight':>6} {'fired':<5} {'score':>5}  value / threshold")
+    for sig in result["signals"]:
+        mark = "yes" if sig["fired"] else "no"
+        if not sig["reached"]:
+            mark += "*"
+        lines.append(f"  {sig['name']:<28} {sig['side']:<10} {sig['weight']:>6g} {mark:<5} {sig['score']:>5g}"
+                     f"  {_fmt(sig['value'])} / {_fmt(sig['threshold'])}")
+        for item in sig["evidence"][:3]:
+            lines.append(f"      {item}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    result = report(args.model)
+    if args.json:
+        from .cli import print_json
+
+        print_json(result)
+        return 0
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    lines = [f"{result['model']}: {result['nodes']} nodes", ""]
+    lines += _table("EP rules (backend_type=auto)", result["ep"])
+    lines.append("")
+    lines += _table("Refined", result["refined"])
+    if any(not s["reached"] for s in result["ep"]["signals"]):
+        lines.append("\n* not evaluated by the EP (after its early exit); shown for context")
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,13 @@
+"""User-facing errors.
+
+A ``UserError`` carries a one-line message that the CLI prints as ``error: ...`` (exit code 2) and
+the UI shows with ``st.error``. Anything else that escapes is a bug, not bad input.
+"""
+
+
+class UserError(Exception):
+    """Bad input or an unusable environment, explained in one line."""
+
+
+class ModelError(UserError):
+    """The model file cannot be read, or its graph is not a valid ONNX graph."""
