@@ -55,8 +55,9 @@ class WorkerClient:
     """One worker process. Use as a context manager; ``call`` may be made many times."""
 
     def __init__(self, argv: list[str] | None = None, *, label: str = "local worker",
-                 start_timeout: float = 60.0) -> None:
+                 remote: bool = False, start_timeout: float = 60.0) -> None:
         self.argv = argv or local_worker_argv()
+        self.remote = remote  # a remote worker cannot read our files: models travel over the protocol
         self.label = label
         self.start_timeout = start_timeout
         self.hello: dict | None = None
@@ -135,7 +136,7 @@ class WorkerClient:
                    on_event: Callable[[dict], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
-        if self.is_local:
+        if not self.remote:
             return str(Path(path).resolve())
         known = self.call("has_model", {"digest": digest}, timeout=60)
         if known and known.get("path"):
@@ -155,10 +156,6 @@ class WorkerClient:
                     on_event({"kind": "upload", "sent": offset, "total": size})
                 if final:
                     return result["path"]
-
-    @property
-    def is_local(self) -> bool:
-        return self.argv[:3] == local_worker_argv()
 
     # -- plumbing ---------------------------------------------------------------------------
     def _pump_stdout(self) -> None:
