@@ -11,16 +11,23 @@ from .model_io import load_model
 from .verdicts import Classification
 
 
-def report(model_path: str) -> dict:
-    """The ``classify --json`` object for the model at ``model_path``."""
+def report(model_path: str, optimized: bool = False) -> dict:
+    """The ``classify --json`` object for the model at ``model_path``. With ``optimized``, the
+    EP rules also run on the graph as ONNX Runtime hands it to the EP (``ep_optimized``)."""
     model = load_model(model_path)
-    return {
+    result = {
         "model": model_path,
         "nodes": len(model.nodes),
         "warnings": model.warnings,
         "ep": classify_ep(model).to_json(),
         "refined": classify_refined(model).to_json(),
     }
+    if optimized:
+        from .ort_view import classify_after_ort_optimizations
+
+        classification, nodes = classify_after_ort_optimizations(model_path)
+        result["ep_optimized"] = {**classification.to_json(), "nodes": nodes}
+    return result
 
 
 def _fmt(value) -> str:
@@ -47,7 +54,7 @@ def _table(title: str, result: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = report(args.model)
+    result = report(args.model, optimized=args.optimized)
     if args.json:
         from .cli import print_json
 
@@ -57,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     lines = [f"{result['model']}: {result['nodes']} nodes", ""]
     lines += _table("EP rules (backend_type=auto)", result["ep"])
+    if "ep_optimized" in result:
+        lines.append("")
+        lines += _table(f"EP rules on ORT's optimized graph ({result['ep_optimized']['nodes']} nodes)",
+                        result["ep_optimized"])
     lines.append("")
     lines += _table("Refined", result["refined"])
     if any(not s["reached"] for s in result["ep"]["signals"]):

@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     classify = sub.add_parser("classify", help="classify a model as GenAI / NonGenAI / Unknown")
     classify.add_argument("model")
     classify.add_argument("--json", action="store_true", help="print one JSON object")
+    classify.add_argument("--optimized", action="store_true",
+                          help="also apply the EP rules to the graph as ONNX Runtime hands it to the EP "
+                               "(after its level-1 optimizations, e.g. BatchNorm folded into Conv)")
     classify.set_defaults(handler="dashboard.classify_cli:run")
 
     partition = sub.add_parser("partition", help="which nodes GPU and HTP claim, and migration plans")

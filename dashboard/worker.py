@@ -38,6 +38,7 @@ HANDLERS: dict[str, str] = {
     "put_model": "dashboard.worker:put_model",
     "has_model": "dashboard.worker:has_model",
     "crash": "dashboard.worker:crash",
+    "ort_view": "dashboard.worker:ort_view",
     "partition": "dashboard.partition_worker:run",
     "timeline": "dashboard.migration:run_worker",
 }
@@ -100,6 +101,17 @@ def has_model(args: dict, emit: Callable[[dict], None]) -> dict:
     folder = model_store() / str(args["digest"])
     found = [p for p in folder.glob("*") if not p.name.endswith(".part")] if folder.is_dir() else []
     return {"path": str(found[0]) if found else None}
+
+
+def ort_view(args: dict, emit: Callable[[dict], None]) -> dict:
+    """Write the graph as ONNX Runtime hands it to EPs (after level-1 optimizations) next to a
+    temporary folder of the worker's, and return its path."""
+    import tempfile
+
+    from .runtime import optimized_model
+
+    out_dir = Path(tempfile.mkdtemp(prefix="qnn-lab-ortview-"))
+    return {"path": optimized_model(str(args["path"]), str(out_dir / "ort_view.onnx"), args.get("level", "basic"))}
 
 
 def crash(args: dict, emit: Callable[[dict], None]) -> None:
