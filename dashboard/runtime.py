@@ -287,3 +287,29 @@ def shared_memory_status() -> tuple[bool, str | None]:
     except UserError as exc:
         return False, f"{exc} (the allocator needs rpcmem / libcdsprpc, present only on Snapdragon devices)"
     return True, None
+
+
+def optimized_model(model_path: str, out_path: str, level: str = "basic") -> str:
+    """Save the graph as ONNX Runtime hands it to execution providers.
+
+    ORT applies its EP-independent level-1 optimizations (constant folding, Conv+BatchNorm fusion,
+    Identity/Dropout elimination ...) *before* partitioning, so an EP's ``GetCapability`` — and the
+    proposed ``backend_type=auto`` classifier inside it — sees that graph, not the file. A CPU-EP
+    session at ``basic`` level writes the same level-1 result to ``out_path``.
+    """
+    config = SessionConfig(backend="cpu", optimization_level=level, session_config={
+        # Weights go to a side file: the graph is what matters, and >2 GB models stay writable.
+        "session.optimized_model_external_initializers_file_name": os.path.basename(out_path) + ".data",
+        "session.optimized_model_external_initializers_min_size_in_bytes": "1024",
+    })
+    options = session_options(config)
+    options.optimized_model_filepath = out_path
+    failure = None
+    with captured_native_log() as errors:
+        try:
+            ort.InferenceSession(model_path, sess_options=options, providers=[CPU_EP])
+        except Exception as exc:  # any ORT failure means the model cannot be optimized here
+            failure = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    if failure is not None:
+        raise UserError(f"onnxruntime could not load the model: {first_error(errors, _short(failure))}")
+    return out_path
