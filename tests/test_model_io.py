@@ -1,0 +1,551 @@
+"""Model intake (``dashboard.model_io``): structure equal to ``onnx.load``, weights never read,
+external data confined to the model's folder, and every kind of bad file refused with one clear
+line, in the library and through the real CLI."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import set_external_data
+
+from dashboard.errors import ModelError
+from dashboard.model_io import dtype_name, load_model, stable_node_names
+from tests import zoo
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_FILES = sorted(zoo.TORCH_MODELS)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory) -> Path:
+    """Every zoo model saved once for the module."""
+    directory = tmp_path_factory.mktemp("zoo")
+    for name, entry in zoo.ZOO.items():
+        zoo.save(entry.build(), directory)
+    zoo.save(zoo.hostile_names(), directory)
+    zoo.save(zoo.custom_domain_model(), directory)
+    return directory
+
+
+def _shape(value_info: onnx.ValueInfoProto):
+    kind = value_info.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return None
+    tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None
+                 for d in tensor.shape.dim)
+
+
+def assert_same_structure(path: Path) -> None:
+    """load_model(path) describes exactly what onnx.load(path) holds."""
+    graph = load_model(path)
+    model = onnx.load(str(path), load_external_data=False)
+    ref = model.graph
+
+    assert graph.ir_version == model.ir_version
+    assert graph.opsets == {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    assert graph.graph_name == ref.name
+    assert [n.onnx_name for n in graph.nodes] == [n.name for n in ref.node]
+    assert [n.op_type for n in graph.nodes] == [n.op_type for n in ref.node]
+    assert [n.domain for n in graph.nodes] == [n.domain for n in ref.node]
+    assert [list(n.inputs) for n in graph.nodes] == [list(n.input) for n in ref.node]
+    assert [list(n.outputs) for n in graph.nodes] == [list(n.output) for n in ref.node]
+    assert [n.subgraphs for n in graph.nodes] == [
+        sum(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute) for n in ref.node]
+    assert [t.name for t in graph.listed_inputs] == [v.name for v in ref.input]
+    assert [t.shape for t in graph.listed_inputs] == [_shape(v) for v in ref.input]
+    assert [t.elem_type for t in graph.listed_inputs] == [v.type.tensor_type.elem_type for v in ref.input]
+    assert [t.name for t in graph.outputs] == [v.name for v in ref.output]
+    assert [t.shape for t in graph.outputs] == [_shape(v) for v in ref.output]
+    assert {name: spec.shape for name, spec in graph.value_info.items()} == {v.name: _shape(v) for v in ref.value_info}
+
+    assert list(graph.initializers) == [t.name for t in ref.initializer]
+    for tensor in ref.initializer:
+        init = graph.initializers[tensor.name]
+        assert init.shape == tuple(tensor.dims), tensor.name
+        assert init.dtype == dtype_name(tensor.data_type), tensor.name
+        if tensor.data_location == TensorProto.EXTERNAL:
+            entries = {e.key: e.value for e in tensor.external_data}
+            assert init.external_location == entries["location"]
+            assert init.nbytes == int(entries["length"])
+        else:
+            assert init.external_location is None
+            assert init.nbytes == numpy_helper.to_array(tensor).nbytes, tensor.name
+    assert len(graph.nodes) == len(graph.topo_order) == len(set(graph.topo_order))
+    position = {index: i for i, index in enumerate(graph.topo_order)}
+    producer = {out: n.index for n in graph.nodes for out in n.outputs if out}
+    for node in graph.nodes:
+        for name in node.inputs:
+            if name in producer:
+                assert position[producer[name]] < position[node.index], f"{node.name} before its input {name}"
+
+
+@pytest.mark.parametrize("name", sorted(zoo.ZOO))
+def test_zoo_structure_matches_onnx_load(zoo_dir, name):
+    assert_same_structure(zoo_dir / f"{name}.onnx")
+
+
+@pytest.mark.parametrize("file_name", TORCH_FILES)
+def test_torch_export_structure_matches_onnx_load(file_name):
+    assert_same_structure(zoo.data_path(file_name))
+
+
+def test_reversed_node_order_still_sorts_topologically(tmp_path):
+    """Files need not list nodes in execution order; topo_order must still respect the edges."""
+    model = zoo.ZOO["bert_encoder"].build()
+    nodes = list(model.graph.node)[::-1]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    assert_same_structure(zoo.save(model, tmp_path))
+
+
+# weights are never read ------------------------------------------------------------------------
+
+def _external_model(directory: Path, location: str = "weights.bin") -> Path:
+    """The GPT-2 zoo decoder with every initializer in one external file."""
+    model = zoo.ZOO["gpt2_kv_trilu"].build()
+    path = directory / "decoder.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=0)
+    return path
+
+
+def test_external_data_structure_matches_onnx_load(tmp_path):
+    path = _external_model(tmp_path)
+    graph = load_model(path)
+    assert graph.external_bytes == graph.weight_bytes == (tmp_path / "weights.bin").stat().st_size
+    assert path.stat().st_size < 64 * 1024  # the graph file itself holds no weights
+    assert_same_structure(path)
+
+
+def test_external_data_file_deleted_still_loads(tmp_path):
+    path = _external_model(tmp_path)
+    expected = load_model(path).initializers
+    (tmp_path / "weights.bin").unlink()
+    assert load_model(path).initializers == expected
+
+
+def _run_guarded(func, fifos: list[Path], seconds: float = 20.0):
+    """Run ``func`` in a thread. Opening a FIFO that has no writer blocks forever, so if ``func``
+    is still running after ``seconds`` it opened one: release it and fail."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = func()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        for fifo in fifos:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        pytest.fail(f"load_model opened {[str(f) for f in fifos]} (blocked on a FIFO)")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def test_external_data_fifo_is_never_opened(tmp_path):
+    path = _external_model(tmp_path)
+    (tmp_path / "weights.bin").unlink()
+    os.mkfifo(tmp_path / "weights.bin")
+    graph = _run_guarded(lambda: load_model(path), [tmp_path / "weights.bin"])
+    assert graph.external_bytes > 0
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def write_big_model(path: Path, rows: int, cols: int) -> int:
+    """An MLP whose [rows, cols] float weight is embedded as raw_data, written at the protobuf
+    wire level so the test never holds the weight in memory; the weight region is a sparse hole."""
+    weight_bytes = rows * cols * 4
+    tensor_head = TensorProto(name="W", dims=[rows, cols], data_type=TensorProto.FLOAT).SerializeToString()
+    raw_prefix = b"\x4a" + _varint(weight_bytes)  # field 9 (raw_data), length-delimited
+    tensor_len = len(tensor_head) + len(raw_prefix) + weight_bytes
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="matmul")], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cols])])
+    graph_rest = graph.SerializeToString()
+    init_prefix = b"\x2a" + _varint(tensor_len)  # GraphProto field 5 (initializer)
+    graph_len = len(graph_rest) + len(init_prefix) + tensor_len
+    model = helper.make_model(onnx.GraphProto(), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model.ClearField("graph")
+    with open(path, "wb") as handle:
+        handle.write(model.SerializeToString() + b"\x3a" + _varint(graph_len) + graph_rest + init_prefix
+                     + tensor_head + raw_prefix)
+        handle.truncate(handle.tell() + weight_bytes)
+    return weight_bytes
+
+
+PEAK_RSS = """
+import resource, sys
+from dashboard.model_io import load_model
+import onnx
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = load_model(sys.argv[1]) if sys.argv[2] == "load_model" else onnx.load(sys.argv[1])
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024)
+"""
+
+
+def test_embedded_weights_are_not_read_into_memory(tmp_path):
+    """A model with 128 MB of embedded weights: load_model's peak memory grows by a small fraction
+    of that, while onnx.load (the control, same measurement) grows by at least the weight size."""
+    path = tmp_path / "big.onnx"
+    weight_bytes = write_big_model(path, 1024, 32768)
+    graph = load_model(path)
+    assert graph.initializers["W"].nbytes == weight_bytes and graph.nodes[0].op_type == "MatMul"
+
+    growth = {}
+    procs = {how: subprocess.Popen([sys.executable, "-c", PEAK_RSS, str(path), how], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=_env())
+             for how in ("load_model", "onnx.load")}
+    for how, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        growth[how] = int(out.strip())
+    assert growth["onnx.load"] >= weight_bytes  # the measurement does see a full read
+    assert growth["load_model"] < weight_bytes / 8, growth
+
+
+# external data must stay inside the model's folder ----------------------------------------------
+
+def _model_with_external(directory: Path, location: str) -> Path:
+    """A one-node model whose weight lives at ``location`` (written as given, unchecked)."""
+    weight = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
+    set_external_data(weight, location=location, offset=0, length=64)
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "ext",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = directory / "model.onnx"
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    """A folder next to the model's folder holding a FIFO 'secret.bin': reading it would block."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    os.mkfifo(folder / "secret.bin")
+    return folder
+
+
+def _assert_refused(path: Path, fifo: Path, location: str) -> None:
+    with pytest.raises(ModelError) as info:
+        _run_guarded(lambda: load_model(path), [fifo])
+    message = str(info.value)
+    assert "\n" not in message
+    assert "'W'" in message and repr(location) in message and "refusing" in message
+
+
+def test_absolute_external_location_refused(tmp_path, outside):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    location = str(outside / "secret.bin")
+    _assert_refused(_model_with_external(model_dir, location), outside / "secret.bin", location)
+
+
+def test_dotdot_external_location_refused(tmp_path, outside):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    location = "../outside/secret.bin"
+    _assert_refused(_model_with_external(model_dir, location), outside / "secret.bin", location)
+
+
+def test_dotdot_hidden_in_the_middle_refused(tmp_path, outside):
+    model_dir = tmp_path / "model"
+    (model_dir / "sub").mkdir(parents=True)
+    location = "sub/../../outside/secret.bin"
+    _assert_refused(_model_with_external(model_dir, location), outside / "secret.bin", location)
+
+
+def test_symlinked_file_pointing_outside_refused(tmp_path, outside):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "weights.bin").symlink_to(outside / "secret.bin")
+    _assert_refused(_model_with_external(model_dir, "weights.bin"), outside / "secret.bin", "weights.bin")
+
+
+def test_symlinked_folder_pointing_outside_refused(tmp_path, outside):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "data").symlink_to(outside, target_is_directory=True)
+    _assert_refused(_model_with_external(model_dir, "data/secret.bin"), outside / "secret.bin", "data/secret.bin")
+
+
+@pytest.mark.parametrize("location", ["C:/Windows/secret.bin", "\\\\server\\share\\secret.bin", ""])
+def test_other_non_relative_locations_refused(tmp_path, location):
+    with pytest.raises(ModelError, match="refusing"):
+        load_model(_model_with_external(tmp_path, location))
+
+
+def test_inside_locations_accepted(tmp_path):
+    """Not over-eager: a subfolder, or a ``..`` that stays inside, is fine (and still not read)."""
+    (tmp_path / "sub").mkdir()
+    assert load_model(_model_with_external(tmp_path, "sub/w.bin")).initializers["W"].external_location == "sub/w.bin"
+    assert load_model(_model_with_external(tmp_path, "sub/../w.bin")).external_bytes == 64
+
+
+# bad input: one clear line ---------------------------------------------------------------------
+
+def _tiny_model_bytes() -> bytes:
+    return zoo.ZOO["mlp_tabular"].build().SerializeToString()
+
+
+def _png() -> bytes:
+    return (b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00\x00\x00\x01" * 2 + b"\x08\x02\x00\x00\x00"
+            + b"\x90wS\xde" + b"\x00\x00\x00\x00IEND\xaeB`\x82")
+
+
+def _zip(payload: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        archive.writestr("model.onnx", payload)
+    return buf.getvalue()
+
+
+def _tar(payload: bytes, mode: str = "w") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as archive:
+        info = tarfile.TarInfo("model.onnx")
+        info.size = len(payload)
+        archive.addfile(info, io.BytesIO(payload))
+    return buf.getvalue()
+
+
+def _cyclic() -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")],
+        "cyclic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _dangling() -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "missing_bias"], ["y"], name="add_bias")], "dangling",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _no_graph() -> bytes:
+    model = helper.make_model(onnx.GraphProto(name="g"), opset_imports=[helper.make_opsetid("", 17)])
+    model.ClearField("graph")
+    return model.SerializeToString()
+
+
+_MODEL = _tiny_model_bytes()
+
+# name -> (file content, words the one-line message must contain)
+BAD_FILES: dict[str, tuple[bytes, tuple[str, ...]]] = {
+    "empty": (b"", ("empty",)),
+    "truncated_1": (_MODEL[:1], ("truncated",)),
+    "truncated_10": (_MODEL[:10], ("truncated",)),
+    "truncated_half": (_MODEL[: len(_MODEL) // 2], ("truncated",)),
+    "truncated_last_byte": (_MODEL[:-1], ("truncated",)),
+    "random_small": (np.random.default_rng(1).bytes(64), ("not",)),
+    "random_4k": (np.random.default_rng(2).bytes(4096), ("not",)),
+    "random_1m": (np.random.default_rng(3).bytes(1 << 20), ("not",)),
+    "zeros": (bytes(1024), ("not",)),
+    "png": (_png(), ("PNG",)),
+    "text": (b"hello, this is a README\nnot a model\n", ("text file",)),
+    "python_source": (b"import torch\n\nmodel = torch.load(\"m.pt\")  # \xc3\xa9t\xc3\xa9\n", ("text file",)),
+    "json": (json.dumps({"model": "llama", "layers": 2}).encode(), ("JSON",)),
+    "html": (b"<!doctype html><html><body>404</body></html>", ("HTML",)),
+    "zip": (_zip(_MODEL), ("zip",)),
+    "tar": (_tar(_MODEL), ("tar",)),
+    "gzip": (gzip.compress(_MODEL, mtime=0), ("gzip",)),
+    "tar_gz": (_tar(_MODEL, "w:gz"), ("gzip",)),
+    "cyclic": (_cyclic(), ("cycle", "'first'") ),
+    "dangling": (_dangling(), ("dangling", "'missing_bias'", "'add_bias'")),
+    "no_graph": (_no_graph(), ("graph",)),
+    "tensor_proto_file": (numpy_helper.from_array(np.ones((2, 3), np.float32), "input_0").SerializeToString(),
+                          ("not",)),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("bad")
+    for name, (content, _) in BAD_FILES.items():
+        (directory / f"{name}.onnx").write_bytes(content)
+    (directory / "folder.onnx").mkdir()
+    (directory / "folder.onnx" / "inner.onnx").write_bytes(_MODEL)
+    return directory
+
+
+BAD_PATHS = {**{name: (f"{name}.onnx", words) for name, (_, words) in BAD_FILES.items()},
+             "directory": ("folder.onnx", ("directory", "inner.onnx")),
+             "missing": ("does_not_exist.onnx", ("no such file",))}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PATHS))
+def test_bad_input_raises_model_error(bad_dir, case):
+    file_name, words = BAD_PATHS[case]
+    with pytest.raises(ModelError) as info:
+        load_model(bad_dir / file_name)
+    message = str(info.value)
+    assert "\n" not in message and message.strip() == message
+    assert file_name in message
+    for word in words:
+        assert word.lower() in message.lower(), message
+
+
+def test_every_truncation_of_a_model_is_refused(tmp_path):
+    """Each strict prefix of a small model (a download cut short anywhere) is a ModelError."""
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(np.zeros(3, np.float32), "unused")]),
+        opset_imports=[helper.make_opsetid("", 17)], producer_name="tests", ir_version=8)
+    data = model.SerializeToString()
+    assert load_model(_write(tmp_path / "full.onnx", data)).nodes[0].name == "relu"
+    path = tmp_path / "cut.onnx"
+    for cut in range(1, len(data)):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ModelError, match="truncated|no IR version or graph") as info:
+            load_model(path)
+        assert "\n" not in str(info.value)
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# warnings, not errors ---------------------------------------------------------------------------
+
+def test_unknown_domain_loads_with_warning(tmp_path):
+    graph = load_model(zoo.save(zoo.custom_domain_model("com.example.custom"), tmp_path))
+    assert [n.domain for n in graph.nodes][-1] == "com.example.custom"
+    assert any("com.example.custom" in w for w in graph.warnings)
+
+
+def test_future_opset_and_ir_load_with_warning(tmp_path):
+    model = zoo.custom_domain_model(opset=onnx.defs.onnx_opset_version() + 5)
+    model.ir_version = onnx.IR_VERSION + 3
+    graph = load_model(zoo.save(model, tmp_path))
+    assert graph.opsets[""] == onnx.defs.onnx_opset_version() + 5
+    text = " ".join(graph.warnings)
+    assert f"opset {onnx.defs.onnx_opset_version() + 5}" in text and f"IR version {onnx.IR_VERSION + 3}" in text
+    assert len(graph.nodes) == 3
+
+
+def test_known_model_has_no_warnings(tmp_path):
+    assert load_model(zoo.save(zoo.ZOO["llm_gqa_int4"].build(), tmp_path)).warnings == []
+
+
+# hostile node names -----------------------------------------------------------------------------
+
+def test_hostile_names_load_unique_and_stable(tmp_path):
+    path = zoo.save(zoo.hostile_names(), tmp_path)
+    first, second = load_model(path), load_model(path)
+    names = [n.name for n in first.nodes]
+    assert names == [n.name for n in second.nodes]
+    assert len(set(names)) == len(names) == len(zoo.HOSTILE_NAMES)
+    assert [n.onnx_name for n in first.nodes] == zoo.HOSTILE_NAMES
+    seen = set()
+    for node, raw in zip(first.nodes, zoo.HOSTILE_NAMES):
+        if raw and raw not in seen:
+            assert node.name == raw  # a real name is kept verbatim (10k chars, HTML, non-ASCII)
+        seen.add(raw)
+    assert all(n.name for n in first.nodes)
+    assert first.node_by_name()[zoo.HOSTILE_NAMES[0]].index == 0
+    assert first.inputs[0].name == "<b>input</b>" and first.outputs[0].name == "out</td>"
+
+
+@pytest.mark.parametrize("raw", [
+    [("", "Relu"), ("Relu#0", "Relu")],
+    [("a", "Add"), ("a", "Add"), ("a#1", "Add"), ("", "Add"), ("Add#3", "Mul")],
+    [("", "X")] * 50,
+    [("dup", "Y")] * 3 + [("dup#1", "Y"), ("dup#2'", "Y")],
+])
+def test_stable_node_names_unique_for_colliding_inputs(raw):
+    names = stable_node_names(raw)
+    assert len(set(names)) == len(raw)
+    assert stable_node_names(raw) == names
+    first_seen = {}
+    for (name, _), shown in zip(raw, names):
+        if name and name not in first_seen:
+            first_seen[name] = shown
+            assert shown == name
+
+
+# the CLI, in real subprocesses ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cli_results(bad_dir) -> dict[str, subprocess.CompletedProcess]:
+    """``python -m dashboard classify`` on every bad path, all processes started at once."""
+    procs = {case: subprocess.Popen([sys.executable, "-m", "dashboard", "classify", str(bad_dir / file_name)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                                    cwd=ROOT)
+             for case, (file_name, _) in BAD_PATHS.items()}
+    results = {}
+    for case, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        results[case] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return results
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PATHS))
+def test_cli_bad_input_one_error_line_exit_2(cli_results, case):
+    result = cli_results[case]
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert BAD_PATHS[case][0] in lines[0]
+    assert result.stdout == ""
+
+
+def test_cli_warns_but_succeeds_on_unknown_domain_and_hostile_names(tmp_path):
+    custom = zoo.save(zoo.custom_domain_model(opset=onnx.defs.onnx_opset_version() + 1), tmp_path)
+    hostile = zoo.save(zoo.hostile_names(), tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "dashboard", "classify", str(path), *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+             for path, extra in ((custom, []), (hostile, ["--json"]))]
+    (out_c, err_c), (out_h, err_h) = (p.communicate(timeout=120) for p in procs)
+    assert procs[0].returncode == 0, err_c
+    assert "warning:" in err_c and "com.example.custom" in err_c and "Traceback" not in err_c
+    assert procs[1].returncode == 0, err_h
+    report = json.loads(out_h)
+    assert report["nodes"] == len(zoo.HOSTILE_NAMES)
