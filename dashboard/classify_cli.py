@@ -8,19 +8,21 @@ import sys
 from .classify_ep import classify_ep
 from .classify_refined import classify_refined
 from .model_io import load_model
-from .verdicts import Classification
+from .verdicts import explain_disagreement
 
 
 def report(model_path: str, optimized: bool = False) -> dict:
     """The ``classify --json`` object for the model at ``model_path``. With ``optimized``, the
     EP rules also run on the graph as ONNX Runtime hands it to the EP (``ep_optimized``)."""
     model = load_model(model_path)
+    ep, refined = classify_ep(model), classify_refined(model)
     result = {
         "model": model_path,
         "nodes": len(model.nodes),
         "warnings": model.warnings,
-        "ep": classify_ep(model).to_json(),
-        "refined": classify_refined(model).to_json(),
+        "ep": ep.to_json(),
+        "refined": refined.to_json(),
+        "disagreement": explain_disagreement(ep, refined),
     }
     if optimized:
         from .ort_view import classify_after_ort_optimizations
@@ -72,5 +74,8 @@ def run(args: argparse.Namespace) -> int:
     lines += _table("Refined", result["refined"])
     if any(not s["reached"] for s in result["ep"]["signals"]):
         lines.append("\n* not evaluated by the EP (after its early exit); shown for context")
+    lines.append("")
+    lines.append(f"Disagreement: {result['disagreement']}" if result["disagreement"]
+                 else f"Both agree: {result['ep']['verdict']} -> backend {result['ep']['backend']}.")
     print("\n".join(lines))
     return 0

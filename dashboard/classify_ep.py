@@ -6,9 +6,15 @@ tables, KV-cache name hints, weights, thresholds, order of checks, early exits a
 Densities are computed in float32 like the C++ (``count / static_cast<float>(num_nodes)``), so
 edge cases round the same way.
 
-The EP runs on the graph it is handed in ``GetCapability``; that is the file's top-level graph
-when ONNX Runtime's graph optimizations are disabled. With them enabled, basic optimizations
-(constant folding, Conv+BatchNorm fusion ...) may change the node counts first.
+The EP classifies the graph it is handed in its first ``GetCapability`` call (the main graph;
+subgraphs of If/Loop/Scan return early, and EPContext models skip classification). That graph is
+not the file's node list: ONNX Runtime always lifts ``Constant`` nodes into initializers when it
+builds the graph (for IR < 4 it also lists them as graph inputs), and, unless
+``session.disable_quant_qdq=1``, gives every consumer of a shared DequantizeLinear its own copy
+(``EnsureUniqueDQForNodeUnit``) before partitioning. ``ep_view`` applies both, so the counts here
+equal the EP's with graph optimizations disabled; enabled optimizations (constant folding,
+Conv+BatchNorm fusion ...) change the counts further. The EP walks nodes in topological order;
+only which decisive node is named depends on that order, never the verdict.
 
 Every signal is reported, including those after an early exit (marked ``reached=False``), so a
 user sees what the EP never looked at.
@@ -16,10 +22,12 @@ user sees what the EP never looked at.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .model_io import MS_DOMAIN, ModelGraph
-from .verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, capped
+from .model_io import MS_DOMAIN, ModelGraph, Node, TensorSpec
+from .verdicts import GENAI, UNKNOWN, Classification, Signal, capped, decide
 
 MIN_DECISION_SCORE = 10.0
 
@@ -48,6 +56,66 @@ CONV_OPS = ("Conv", "ConvTranspose", "ConvInteger")
 SOFTMAX_OPS = ("Softmax", "LogSoftmax")
 
 
+DQ_DOMAINS = ("", "ai.onnx", MS_DOMAIN)
+
+
+@dataclass(frozen=True)
+class EpView:
+    """The graph as the EP's ``ClassifyModel`` sees it (optimizations disabled).
+
+    ``nodes`` are the file's top-level nodes in topological order minus lifted ``Constant`` nodes;
+    ``num_nodes`` adds the DequantizeLinear copies ONNX Runtime inserts, which only dilute densities
+    (no signal counts DequantizeLinear). ``inputs`` is ``Graph_GetInputs``: graph.input as listed,
+    initializers included."""
+
+    nodes: list[Node]
+    num_nodes: int
+    inputs: list[TensorSpec]
+    lifted_constants: int
+    duplicated_dq: int
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.lifted_constants:
+            out.append(f"{self.lifted_constants} Constant node(s) lifted to initializers by ONNX Runtime")
+        if self.duplicated_dq:
+            out.append(f"{self.duplicated_dq} DequantizeLinear copies added by ONNX Runtime (one per consumer)")
+        return out
+
+
+def ep_view(model: ModelGraph) -> EpView:
+    """Apply ONNX Runtime's always-on graph changes that precede the EP's classification."""
+    nodes = [model.nodes[i] for i in model.topo_order if model.nodes[i].op_type != "Constant"]
+    lifted = [n for n in model.nodes if n.op_type == "Constant"]
+    inputs = list(model.listed_inputs)
+    if model.ir_version < 4:  # Graph::Graph lists lifted constants as inputs for old IR versions
+        inputs += [TensorSpec(n.outputs[0], "unknown", 0, None) for n in lifted if n.outputs]
+    duplicated = _duplicated_dq_count(model, nodes)
+    return EpView(nodes, len(nodes) + duplicated, inputs, len(lifted), duplicated)
+
+
+def _duplicated_dq_count(model: ModelGraph, nodes: list[Node]) -> int:
+    """DequantizeLinear copies made by ``EnsureUniqueDQForNodeUnit``: one per consumer input edge
+    beyond the first, or one per edge when the DQ output is also a graph output. (Consumers inside
+    subgraphs are not visible here; ORT would also keep the original DQ outside for them.)"""
+    dq_outputs = {n.outputs[0] for n in nodes
+                  if n.op_type == "DequantizeLinear" and n.domain in DQ_DOMAINS and n.outputs and n.outputs[0]}
+    if not dq_outputs:
+        return 0
+    edges = dict.fromkeys(dq_outputs, 0)
+    for node in nodes:
+        for name in node.inputs:
+            if name in edges:
+                edges[name] += 1
+    graph_outputs = {o.name for o in model.outputs}
+    extra = 0
+    for name, count in edges.items():
+        if count == 0 or (count == 1 and name not in graph_outputs):
+            continue
+        extra += count if name in graph_outputs else count - 1
+    return extra
+
+
 def matches_kv_cache_hint(name: str) -> bool:
     """Substring match against the EP's hint list (so ``input_ids`` counts as 'KV-cache')."""
     return any(hint in name for hint in KV_CACHE_HINTS)
@@ -57,26 +125,20 @@ def _density(count: int, num_nodes: int) -> np.float32:
     return np.float32(count) / np.float32(num_nodes)
 
 
-def _decide(genai: float, non_genai: float) -> str:
-    if genai >= MIN_DECISION_SCORE and genai > non_genai:
-        return GENAI
-    if non_genai >= MIN_DECISION_SCORE and non_genai > genai:
-        return NON_GENAI
-    return UNKNOWN
-
-
 def classify_ep(model: ModelGraph) -> Classification:
     """Classify ``model`` as the proposed QNN EP would, with every signal's evidence."""
-    num_nodes = len(model.nodes)
+    view = ep_view(model)
+    num_nodes = view.num_nodes
     if num_nodes == 0:
+        lifted = f" once ONNX Runtime lifted its {view.lifted_constants} Constant node(s)" if view.lifted_constants else ""
         return Classification(UNKNOWN, 0.0, 0.0, "empty graph (0 nodes)", [],
-                              "The graph has no nodes; the EP returns Unknown at once.")
+                              f"The graph has no nodes{lifted}; the EP returns Unknown at once.")
 
     genai = non_genai = 0.0
     signals: list[Signal] = []
 
     # Pre-scan of graph inputs (graph.input as listed, initializers included, like Graph_GetInputs).
-    kv_names = [spec.name for spec in model.listed_inputs if matches_kv_cache_hint(spec.name)]
+    kv_names = [spec.name for spec in view.inputs if matches_kv_cache_hint(spec.name)]
     kv_score = KV_CACHE_INPUT_SCORE * len(kv_names)
     genai += kv_score
     signals.append(Signal(
@@ -86,7 +148,7 @@ def classify_ep(model: ModelGraph) -> Classification:
                     "input_ids, attention_mask or position_ids"))
 
     image_fired, image_value, image_evidence = False, None, []
-    first = model.listed_inputs[0] if model.listed_inputs else None
+    first = view.inputs[0] if view.inputs else None
     if first is not None and first.elem_type and first.shape is not None and len(first.shape) == 4:
         # GetDimensions reports symbolic/unknown dims as -1, which never reaches 224.
         dims = [d if isinstance(d, int) else -1 for d in first.shape]
@@ -102,15 +164,15 @@ def classify_ep(model: ModelGraph) -> Classification:
         image_evidence, image_score,
         description="+5 if the first graph input is 4-D with H and W >= 224 (symbolic dims never count)"))
 
-    early_exit = None
-    if genai >= MIN_DECISION_SCORE and genai > non_genai:
-        early_exit = f"kv-cache input names (score {genai:g} >= {MIN_DECISION_SCORE:g} before any node is read)"
+    kv_exit = genai >= MIN_DECISION_SCORE and genai > non_genai
+    early_exit = (f"kv-cache input names (score {genai:g} >= {MIN_DECISION_SCORE:g} before any node is read)"
+                  if kv_exit else None)
 
     conv, layer_norm, batch_norm = [], [], []
     light, heavy, nbits = [], [], []
     matmul, softmax, global_avg, gemm = [], [], [], []
     decisive = None
-    for node in model.nodes:
+    for node in view.nodes:
         op = node.op_type
         if node.domain == MS_DOMAIN:
             if op in HEAVY_ATTN_OPS or op == "MatMulNBits":
@@ -144,11 +206,11 @@ def classify_ep(model: ModelGraph) -> Classification:
 
     signals.append(Signal(
         "matmul_nbits", "genai", MATMUL_NBITS_SCORE, bool(nbits), len(nbits), 1,
-        capped(nbits), 0.0, early_exit is None or bool(nbits),
+        capped(nbits), 0.0, not kv_exit,
         "any com.microsoft MatMulNBits (int4 LLM weights) returns GenAI at once"))
     signals.append(Signal(
         "heavy_attention_ops", "genai", HEAVY_ATTN_OP_SCORE, bool(heavy), len(heavy), 1,
-        capped(heavy), 0.0, early_exit is None or bool(heavy),
+        capped(heavy), 0.0, not kv_exit,
         "any com.microsoft MultiHeadAttention / GroupQueryAttention / Attention returns GenAI at once"))
 
     def add(name, side, weight, fired, value, threshold, evidence, description, per_hit=1):
@@ -165,10 +227,11 @@ def classify_ep(model: ModelGraph) -> Classification:
         "+3 per com.microsoft RotaryEmbedding / SkipLayerNormalization / FastGelu / BiasGelu node",
         per_hit=len(light))
 
+    of_nodes = f"of {num_nodes} nodes" + (f" ({'; '.join(view.notes())})" if view.notes() else "")
     ln_density = _density(len(layer_norm), num_nodes)
     add("layernorm_density", "genai", LAYER_NORM_DENSE_SCORE, bool(ln_density > LAYER_NORM_DENSITY_THRESHOLD),
         float(ln_density), float(LAYER_NORM_DENSITY_THRESHOLD),
-        [f"{len(layer_norm)} of {num_nodes} nodes are LayerNormalization/SimplifiedLayerNormalization"] + layer_norm,
+        [f"{len(layer_norm)} {of_nodes} are LayerNormalization/SimplifiedLayerNormalization"] + layer_norm,
         "+10 if (Simplified)LayerNormalization nodes are more than 5% of all nodes")
     has_decomposed = bool(matmul) and bool(softmax)
     add("decomposed_attention", "genai", DECOMPOSED_ATTN_SCORE, has_decomposed,
@@ -178,12 +241,12 @@ def classify_ep(model: ModelGraph) -> Classification:
     conv_density = _density(len(conv), num_nodes)
     add("conv_density", "non_genai", CONV_DENSE_SCORE, bool(conv_density > CONV_DENSITY_THRESHOLD),
         float(conv_density), float(CONV_DENSITY_THRESHOLD),
-        [f"{len(conv)} of {num_nodes} nodes are Conv/ConvTranspose/ConvInteger"] + conv,
+        [f"{len(conv)} {of_nodes} are Conv/ConvTranspose/ConvInteger"] + conv,
         "+10 if Conv-family nodes are more than 30% of all nodes")
     bn_density = _density(len(batch_norm), num_nodes)
     add("batchnorm_density", "non_genai", BATCH_NORM_DENSE_SCORE, bool(bn_density > BATCH_NORM_DENSITY_THRESHOLD),
         float(bn_density), float(BATCH_NORM_DENSITY_THRESHOLD),
-        [f"{len(batch_norm)} of {num_nodes} nodes are BatchNormalization"] + batch_norm,
+        [f"{len(batch_norm)} {of_nodes} are BatchNormalization"] + batch_norm,
         "+5 if BatchNormalization nodes are more than 10% of all nodes")
     has_head = bool(global_avg) and bool(softmax or gemm)
     add("classification_head", "non_genai", CLASSIF_HEAD_SCORE, has_head,
@@ -197,8 +260,10 @@ def classify_ep(model: ModelGraph) -> Classification:
         verdict = GENAI
         summary = f"GenAI by early exit: {early_exit}."
     else:
-        verdict = _decide(genai, non_genai)
+        verdict = decide(genai, non_genai, MIN_DECISION_SCORE)
         summary = (f"GenAI score {genai:g} vs NonGenAI score {non_genai:g}; a verdict needs >= "
                    f"{MIN_DECISION_SCORE:g} and strictly more than the other side.")
+    if any(n.op_type == "EPContext" for n in view.nodes):
+        summary += (" Note: this is an EPContext (pre-compiled) model; the EP skips classification "
+                    "for those and uses the backend baked into the context.")
     return Classification(verdict, genai, non_genai, early_exit, signals, summary)
-

@@ -8,8 +8,7 @@ skipped by length and never copied.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 VARINT, FIXED64, LENGTH, GROUP_START, GROUP_END, FIXED32 = 0, 1, 2, 3, 4, 5
 
@@ -18,10 +17,10 @@ class WireError(ValueError):
     """The bytes are not a well-formed protobuf message."""
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One field occurrence: ``start`` is where its tag begins, ``value_start``/``end`` bound its
-    payload (for length-delimited fields, the bytes after the length prefix)."""
+    payload (for length-delimited fields, the bytes after the length prefix). A NamedTuple: a
+    20,000-node graph yields ~40,000 of them, and tuples are built several times faster."""
 
     number: int
     wire_type: int
@@ -53,21 +52,28 @@ def iter_fields(buf, start: int = 0, end: int | None = None) -> Iterator[Field]:
     pos = start
     while pos < limit:
         tag_start = pos
-        tag, pos = read_varint(buf, pos, limit)
+        tag = buf[pos]
+        if tag < 0x80:  # one-byte tag (fields 1-15): skip the general decoder
+            pos += 1
+        else:
+            tag, pos = read_varint(buf, pos, limit)
         number, wire_type = tag >> 3, tag & 7
         if number == 0:
             raise WireError("field number 0")
-        if wire_type == VARINT:
+        if wire_type == LENGTH:
+            if pos < limit and buf[pos] < 0x80:  # one-byte length
+                length, value_start = buf[pos], pos + 1
+            else:
+                length, value_start = read_varint(buf, pos, limit)
+            pos = value_start + length
+        elif wire_type == VARINT:
             _, pos = read_varint(buf, pos, limit)
             yield Field(number, wire_type, tag_start, tag_start, pos)
             continue
-        if wire_type == FIXED64:
+        elif wire_type == FIXED64:
             value_start, pos = pos, pos + 8
         elif wire_type == FIXED32:
             value_start, pos = pos, pos + 4
-        elif wire_type == LENGTH:
-            length, value_start = read_varint(buf, pos, limit)
-            pos = value_start + length
         else:
             raise WireError(f"unsupported wire type {wire_type}")
         if pos > limit:

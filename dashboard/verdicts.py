@@ -16,6 +16,16 @@ def backend_for(verdict: str) -> str:
     return "gpu" if verdict == GENAI else "htp"
 
 
+def decide(genai: float, non_genai: float, minimum: float) -> str:
+    """The EP's tie rule, shared by both classifiers: a side needs at least ``minimum`` and strictly
+    more than the other; anything else is Unknown."""
+    if genai >= minimum and genai > non_genai:
+        return GENAI
+    if non_genai >= minimum and non_genai > genai:
+        return NON_GENAI
+    return UNKNOWN
+
+
 def capped(items: list[str], limit: int = EVIDENCE_LIMIT) -> list[str]:
     """Evidence lists stay readable on 20,000-node models: the first ``limit`` items and a count."""
     if len(items) <= limit:
@@ -58,3 +68,42 @@ class Classification:
         out = asdict(self)
         out["backend"] = self.backend
         return out
+
+
+def _decisive(result: Classification, limit: int = 2) -> str:
+    """The evidence that carried ``result``: its early exit, else its strongest fired signals on
+    the winning side (both sides for Unknown), each with its first piece of evidence."""
+    if result.early_exit:
+        inputs = [_short(e) for s in result.signals if s.side == "genai" and s.score > 0 for e in s.evidence[:3]]
+        return f"of its early exit on {result.early_exit}" + (f": {', '.join(inputs)}" if inputs else "")
+    sides = {GENAI: ("genai",), NON_GENAI: ("non_genai",)}.get(result.verdict, ("genai", "non_genai"))
+    fired = sorted((s for s in result.signals if s.side in sides and s.score > 0), key=lambda s: -s.score)
+    if not fired:
+        return "no signal fired"
+    reasons = "; ".join(f"{s.name} +{s.score:g} ({_measure(s)}{_short(s.evidence[0]) if s.evidence else s.value})"
+                        for s in fired[:limit])
+    if result.verdict == UNKNOWN:
+        return (f"neither side wins (GenAI {result.genai_score:g} vs NonGenAI {result.non_genai_score:g}, a verdict "
+                f"needs >= 10 and strictly more): {reasons}")
+    return reasons
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """Evidence quoted in a sentence stays readable even when a node name is 10,000 characters."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _measure(signal: Signal) -> str:
+    """``6.3% > 5%: `` for density signals, nothing for the others."""
+    if isinstance(signal.value, float) and isinstance(signal.threshold, float):
+        return f"{signal.value:.1%} > {signal.threshold:.0%}: "
+    return ""
+
+
+def explain_disagreement(ep: Classification, refined: Classification) -> str | None:
+    """One sentence saying why the EP rules and the refined classifier disagree, naming the
+    decisive evidence on each side; None when they agree."""
+    if ep.verdict == refined.verdict:
+        return None
+    return (f"EP rules say {ep.verdict} (backend {ep.backend}) because {_decisive(ep)}; refined says "
+            f"{refined.verdict} (backend {refined.backend}) because {_decisive(refined)}.")
