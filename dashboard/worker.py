@@ -59,7 +59,7 @@ def hello(args: dict, emit: Callable[[dict], None]) -> dict:
 
 def probe(args: dict, emit: Callable[[dict], None]) -> dict:
     """Which backends initialize here, and whether the HTP shared-memory allocator works."""
-    from .runtime import host_info, probe_backend, shared_memory_status
+    from .runtime import host_info, probe_backend, shared_memory_status, soc_info
 
     backends = {}
     for backend in args.get("backends", ["htp", "gpu", "cpu"]):
@@ -67,7 +67,7 @@ def probe(args: dict, emit: Callable[[dict], None]) -> dict:
         result = probe_backend(backend)
         backends[backend] = {"ok": result.ok, "error": result.error, "seconds": round(result.seconds, 3)}
     shm_ok, shm_reason = shared_memory_status()
-    return {**host_info(), "backends": backends,
+    return {**host_info(), "backends": backends, "soc": soc_info(),
             "shared_memory": {"ok": shm_ok, "reason": shm_reason}}
 
 

@@ -1,0 +1,141 @@
+"""Devices page: where the runtime worker runs (this machine, or a Snapdragon device over SSH),
+and what each device can do: OS/arch, runtime versions, which QNN backends initialize, the
+shared-memory allocator, and what it says about its SoC.
+
+The list lives in the session; the device picked here is the one the Timeline page runs on
+(``current_device``). Probing starts the device's worker, so a device that cannot be reached is
+one error line, and a native crash while probing never takes the dashboard down.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.devices import Device
+from dashboard.errors import UserError
+from dashboard.views.safe import md, short
+
+_DEVICES = "devices"  # url -> Device
+_PROBES = "device_probes"  # url -> probe result dict, or {"error": one line}
+_CURRENT = "device_current"
+PROBE_TIMEOUT = 180.0
+NO_GPU_NOTE = ("No QNN GPU on this host: the timeline's fast backend here is ONNX Runtime's CPU EP, labelled "
+               "**CPU EP (no QNN GPU on this host)**; GPU figures need a Snapdragon device.")
+
+
+def devices() -> dict[str, Device]:
+    """The session's devices, this machine first."""
+    known: dict[str, Device] = st.session_state.setdefault(_DEVICES, {})
+    if "local" not in known:
+        known["local"] = Device.parse("local")
+    return known
+
+
+def current_device() -> Device:
+    """The device the Timeline page runs on (this machine unless the user picked another)."""
+    known = devices()
+    return known.get(st.session_state.get(_CURRENT, "local"), known["local"])
+
+
+def select_device(label: str = "Device", key: str = "device_pick") -> Device:
+    """A picker over the session's devices that also sets the current one."""
+    known = devices()
+    urls = list(known)
+    current = st.session_state.get(_CURRENT, "local")
+    picked = st.selectbox(label, urls, index=urls.index(current) if current in urls else 0,
+                          format_func=lambda url: known[url].label, key=key)
+    st.session_state[_CURRENT] = picked
+    return known[picked]
+
+
+def render() -> None:
+    st.title("Devices", anchor=False)
+    st.caption("Where QNN work runs: this machine, or a Snapdragon board / Windows-on-Snapdragon laptop over "
+               "SSH (your keys and ~/.ssh/config, no open ports; the device needs this package installed). "
+               "Models are sent over the same connection.")
+    _add_form()
+    known = devices()
+    probes: dict = st.session_state.setdefault(_PROBES, {})
+    select_device("Device used by the Timeline page")
+    for url, device in list(known.items()):
+        with st.container(border=True):
+            head, probe_col, remove_col = st.columns([6, 1, 1], vertical_alignment="center")
+            head.markdown(f"**{md(device.label)}**" + ("" if device.is_local else
+                          f" · python `{md(device.python, 80)}`" + (f" · in `{md(device.workdir, 80)}`"
+                                                                       if device.workdir else "")))
+            if probe_col.button("Probe", key=f"probe_{url}", icon=":material/radar:"):
+                with st.spinner(f"Probing {device.label}: starting its worker, one tiny session per backend…"):
+                    try:
+                        probes[url] = device.probe(timeout=PROBE_TIMEOUT)
+                    except UserError as exc:
+                        probes[url] = {"error": str(exc)}
+            if url != "local" and remove_col.button("Remove", key=f"remove_{url}", icon=":material/delete:"):
+                known.pop(url)
+                probes.pop(url, None)
+                if st.session_state.get(_CURRENT) == url:
+                    st.session_state[_CURRENT] = "local"
+                st.rerun()
+            if url in probes:
+                _show_probe(probes[url])
+
+
+def _add_form() -> None:
+    with st.expander("Add a device over SSH", icon=":material/add_link:"):
+        with st.form("add_device", clear_on_submit=False, border=False):
+            url = st.text_input("Device", placeholder="ssh://user@board[:port]  (or a Host alias: ssh://myboard)")
+            left, right = st.columns(2)
+            python = left.text_input("Remote Python", value="python3",
+                                     help="The interpreter on the device that has this package installed, e.g. "
+                                          "/opt/qnn-lab/.venv/bin/python")
+            workdir = right.text_input("Remote working directory", placeholder="/opt/qnn-lab",
+                                       help="Checkout of this project on the device (python -m finds it there)")
+            identity = left.text_input("Private key file (optional)", placeholder="~/.ssh/id_ed25519",
+                                       help="On the machine running the dashboard; default: your agent and config")
+            shell = right.selectbox("Remote shell", ["posix", "windows"],
+                                    help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe)")
+            timeout = left.number_input("Connect timeout (s)", min_value=1, max_value=120, value=10)
+            if st.form_submit_button("Add device", icon=":material/add:"):
+                try:
+                    device = Device.parse(url.strip(), python=python.strip() or "python3",
+                                          workdir=workdir.strip() or None, identity=identity.strip() or None,
+                                          shell=shell, connect_timeout=int(timeout))
+                    if device.is_local:
+                        raise UserError("this machine is already listed; give ssh://user@host")
+                except UserError as exc:
+                    st.error(md(exc), icon=":material/error:")
+                    return
+                devices()[device.url] = device
+                st.session_state[_CURRENT] = device.url
+                st.success(f"Added {md(device.label)}; probe it to see what it can run.")
+
+
+def _show_probe(result: dict) -> None:
+    if "error" in result:
+        st.error(md(result["error"]), icon=":material/wifi_off:")
+        return
+    facts = [("Host", result.get("hostname")), ("OS", result.get("os")), ("Arch", result.get("arch")),
+             ("Python", result.get("python")), ("onnxruntime", result.get("onnxruntime")),
+             ("onnxruntime-qnn", result.get("onnxruntime_qnn")), ("QNN SDK", result.get("qnn_sdk"))]
+    st.markdown(" · ".join(f"{label} **{md(value or '—', 60)}**" for label, value in facts))
+    backends = result.get("backends", {})
+    rows = [{"backend": name, "initializes": "yes" if b.get("ok") else "no", "seconds": b.get("seconds"),
+             "runtime's message": short(b.get("error") or "", 300)} for name, b in backends.items()]
+    shared = result.get("shared_memory", {})
+    rows.append({"backend": "HTP shared memory (rpcmem)", "initializes": "yes" if shared.get("ok") else "no",
+                 "seconds": None, "runtime's message": short(shared.get("reason") or "", 300)})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if not backends.get("gpu", {}).get("ok", True):
+        st.info(NO_GPU_NOTE, icon=":material/info:")
+    soc = result.get("soc")
+    if soc:
+        described = {k: v for k, v in soc.items() if k != "ep_devices"}
+        st.markdown("**SoC** " + (" · ".join(f"{md(k)}: `{md(v, 80)}`" for k, v in described.items())
+                                  if described else "not reported by this host's kernel"))
+        if soc.get("ep_devices"):
+            st.dataframe(pd.DataFrame([{**{k: v for k, v in d.items() if k != "metadata"},
+                                        "metadata": short(d.get("metadata"), 200)} for d in soc["ep_devices"]]),
+                         hide_index=True, width="stretch")
+    else:
+        st.caption("HTP arch / SoC: not reported by this worker's probe.")
+    st.caption(f"Probed in {result.get('seconds', 0):.1f} s.")

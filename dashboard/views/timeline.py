@@ -1,0 +1,289 @@
+"""Timeline page: hot migration (seed 000) and the alternatives a user would pick, measured on the
+same workload on a real device (or this host's HTP simulator), live while it runs.
+
+While a run goes, the progress bar counts answered requests and the latency chart and Gantt of
+the strategy being served grow as the worker streams its events. Afterwards: the strategy
+comparison (table and bars), per strategy the Gantt of sessions and phases, the per-request
+latency coloured by backend with the swap marked, the events with the runtime's reasons, and
+whether outputs agreed. Runs stay in the session, download as JSON/CSV and can be compared.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.errors import UserError
+from dashboard.model_io import ModelGraph
+from dashboard.partitions import parse_assignments
+from dashboard.shapes import default_dims
+from dashboard.socs import DEFAULT_SOC, SOCS
+from dashboard.timeline import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES, LiveRun,
+                                TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv, run_on_device,
+                                strategy_table)
+from dashboard.timeline_plots import backend_labels, gantt, latency_scatter, strategy_bars
+from dashboard.views import state
+from dashboard.views.devices import select_device
+from dashboard.views.partitions import _is_float_model
+from dashboard.views.safe import md, short
+
+_RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON}], oldest first
+_SHOWN = "timeline_shown"
+LIVE_REDRAW_S = 0.3
+FAST_CHOICES = {"auto": "device's QNN GPU, else CPU EP", "cpu": "CPU EP", "gpu": "QNN GPU"}
+POLICY_TITLES = {"always": "always swap once warm (seed behaviour)",
+                 "if_faster": "swap only if the warmed target is measured faster"}
+
+
+def render() -> None:
+    selected = state.require_model()
+    graph = state.loaded_graph()
+    st.title("Migration timeline", anchor=False)
+    st.caption(f"{md(selected.name, 120)} · serve on the fast backend at once, compile and warm the HTP in the "
+               "background, swap when warm — compared with fast only, HTP only, a cached EPContext model and "
+               "the auto choice, on the same open-loop workload")
+    device = select_device("Device", key="tl_device")
+    try:
+        options = _knobs(graph, selected.digest)
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        options = None
+    if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
+                 key="tl_run"):
+        _run(device, selected, options)
+    _results()
+
+
+# -- knobs -------------------------------------------------------------------------------------------
+def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
+    top = st.columns([3, 1, 1, 1, 2], vertical_alignment="bottom")
+    strategies = top[0].multiselect("Strategies", STRATEGIES, default=list(STRATEGIES), key=f"tl_strategies_{digest}",
+                                    format_func=lambda s: STRATEGY_TITLES[s])
+    requests = top[1].number_input("Requests", min_value=1, max_value=100_000, value=40, step=10,
+                                   key=f"tl_requests_{digest}")
+    rate = top[2].number_input("Rate (req/s)", min_value=0.1, max_value=10_000.0, value=20.0, step=5.0,
+                               key=f"tl_rate_{digest}", help="Open loop: request i arrives at i / rate")
+    concurrency = top[3].number_input("In flight", min_value=1, max_value=64, value=2, key=f"tl_conc_{digest}",
+                                      help="Requests served at once (what a swap has to drain)")
+    fast = top[4].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
+                            key=f"tl_fast_{digest}")
+    with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
+        left, mid, right = st.columns([2, 2, 3], gap="medium")
+        with left:
+            fp16 = st.toggle("HTP fp16 precision", value=_is_float_model(graph), key=f"tl_fp16_{digest}",
+                             help="Float models rarely finalize on the HTP without it; needs a SoC")
+            soc_keys = [s.key for s in SOCS]
+            soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC), key=f"tl_soc_{digest}",
+                               format_func=lambda k: next(s.name for s in SOCS if s.key == k))
+            policy = st.radio("Swap policy", POLICIES, format_func=POLICY_TITLES.get, key=f"tl_policy_{digest}")
+        with mid:
+            shared = st.toggle("HTP shared memory (zero-copy I/O)", key=f"tl_shm_{digest}",
+                               help="enable_htp_shared_memory_allocator=1 and IOBinding in the QNN device's "
+                                    "HOST_ACCESSIBLE memory (seed 001); needs rpcmem on a Snapdragon device")
+            warmup = st.number_input("Warm-up runs", min_value=1, max_value=100, value=3, key=f"tl_warm_{digest}")
+            atol = st.number_input("Output atol", min_value=0.0, value=DEFAULT_ATOL, format="%g",
+                                   key=f"tl_atol_{digest}")
+            rtol = st.number_input("Output rtol", min_value=0.0, value=DEFAULT_RTOL, format="%g",
+                                   key=f"tl_rtol_{digest}")
+        with right:
+            extra = st.text_area("Extra QNN provider options for the HTP (KEY=VALUE per line)", height=80,
+                                 key=f"tl_opts_{digest}", placeholder="htp_performance_mode=burst")
+            dims = {}
+            defaults = default_dims(graph)
+            if defaults:
+                st.markdown("**Symbolic dimensions** (QNN needs them fixed)")
+                cols = st.columns(2)
+                for i, (name, default) in enumerate(defaults.items()):
+                    dims[name] = int(cols[i % 2].number_input(
+                        short(name, 40), min_value=1, value=default.value, key=f"tl_dim_{digest}_{name}",
+                        help=default.why))
+    lines = [line for line in (extra or "").splitlines() if line.strip()]
+    return TimelineOptions(dims=dims, fp16=fp16, soc=soc if fp16 else None,
+                           provider_options=parse_assignments(lines, "provider option"),
+                           fast=None if fast == "auto" else fast, strategies=list(strategies), requests=int(requests),
+                           rate=float(rate), concurrency=int(concurrency), policy=policy, warmup_runs=int(warmup),
+                           shared_memory=shared, atol=float(atol), rtol=float(rtol))
+
+
+# -- a live run --------------------------------------------------------------------------------------
+def _run(device, selected, options: TimelineOptions) -> None:
+    live = LiveRun(options)
+    progress = st.progress(0.0, text=f"Starting the worker on {device.label}…")
+    gantt_box, chart_box = st.empty(), st.empty()
+    redraw = {"at": 0.0, "n": 0}
+
+    def on_event(message: dict) -> None:
+        live.feed(message)
+        now = time.monotonic()
+        if message.get("type") not in ("strategy_start", "strategy_end") and now - redraw["at"] < LIVE_REDRAW_S:
+            return
+        redraw["at"] = now
+        redraw["n"] += 1
+        progress.progress(live.fraction, text=f"{live.answered}/{live.total} requests answered · {md(live.status)}")
+        strategy = live.strategies.get(live.current)
+        if strategy is None:
+            return
+        labels = backend_labels(live.fast, live.target)
+        end = max([e.t for e in strategy.events] + [r.end or 0.0 for r in strategy.requests] + [0.0])
+        gantt_box.plotly_chart(gantt(strategy, labels, end=end), key=f"tl_live_gantt_{redraw['n']}")
+        chart_box.plotly_chart(latency_scatter(strategy, labels), key=f"tl_live_lat_{redraw['n']}")
+
+    try:
+        result = run_on_device(device, selected.path, options, on_event=on_event)
+    except UserError as exc:
+        progress.empty()
+        st.error(f"The run failed: {md(exc)}", icon=":material/error:")
+        return
+    finally:
+        gantt_box.empty()
+        chart_box.empty()
+    progress.progress(1.0, text=f"Done: {live.answered}/{live.total} requests answered")
+    runs: list = st.session_state.setdefault(_RUNS, [])
+    label = f"#{len(runs) + 1} {short(selected.name, 40)} · {device.label} · {datetime.now():%H:%M:%S}"
+    runs.append({"label": label, "data": result.to_json()})
+    st.session_state[_SHOWN] = label
+
+
+# -- results -----------------------------------------------------------------------------------------
+def _results() -> None:
+    runs: list = st.session_state.get(_RUNS, [])
+    if not runs:
+        st.info("No run yet: pick the strategies and workload, then **Run timeline**.", icon=":material/timeline:")
+        return
+    labels = [r["label"] for r in runs]
+    shown = st.session_state.get(_SHOWN, labels[-1])
+    label = st.selectbox("Run", labels, index=labels.index(shown) if shown in labels else len(labels) - 1,
+                         key="tl_shown_pick")
+    st.session_state[_SHOWN] = label
+    data = next(r["data"] for r in runs if r["label"] == label)
+    run = TimelineRun.from_json(data, label=label)
+    _summary(run)
+    _comparison(run)
+    _strategies(run)
+    _shared_memory(run)
+    _downloads(run, data)
+    if len(runs) > 1:
+        _compare_runs(runs)
+
+
+def _summary(run: TimelineRun) -> None:
+    fast, workload = run.fast, run.workload
+    st.markdown(f"**{md(run.device.get('label', 'local'))}** · fast backend **{md(fast.get('label', ''))}** · target "
+                f"**{md(run.target.get('label', ''))}** · {workload.get('requests')} requests at "
+                f"{workload.get('rate')}/s, {workload.get('concurrency')} in flight · inputs: "
+                f"{md(workload.get('inputs', ''))}")
+    if "no QNN GPU" in fast.get("label", ""):
+        st.info("This host has no QNN GPU: the fast backend is ONNX Runtime's **CPU EP (no QNN GPU on this host)**. "
+                "Its figures stand in for a GPU and are not GPU measurements; attach a Snapdragon device on the "
+                f"Devices page for those. (Why: {md(fast.get('reason', ''))})", icon=":material/info:")
+    runtime = run.runtime
+    soc = {k: v for k, v in runtime.get("soc", {}).items() if k != "ep_devices"}
+    soc_text = ", ".join(f"{k} {v}" for k, v in soc.items()) or "not reported by this host"
+    st.caption(f"onnxruntime {md(runtime.get('onnxruntime', '?'))} · onnxruntime-qnn "
+               f"{md(runtime.get('onnxruntime_qnn', '?'))} · QNN SDK {md(runtime.get('qnn_sdk', '?'))} · SoC: "
+               f"{md(soc_text, 120)}. Runtime primed once before the strategies ({run.prime.get('seconds', 0):.2f} s: "
+               "QNN libraries, CPU reference outputs), so each strategy's clock starts equal.")
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{value * 1000:.2f} ms" if value < 1 else f"{value:.3f} s"
+
+
+def _comparison(run: TimelineRun) -> None:
+    st.subheader("Strategies compared", anchor=False)
+    rows = strategy_table(run)
+    table = pd.DataFrame([{
+        "strategy": r["title"], "backends": r["backends"], "first response": _ms(r["first_response_s"]),
+        "swap at": _ms(r["swap_at_s"]), "p50 before": _ms(r["p50_before_s"]), "p50 after": _ms(r["p50_after_s"]),
+        "p95": _ms(r["p95_s"]), "p99": _ms(r["p99_s"]), "p99 arrival→answer": _ms(r["response_p99_s"]),
+        "req/s": r["throughput_rps"], "failed": r["failed"], "session create": _ms(r["create_s"]),
+        "warm-up": _ms(r["warmup_s"])} for r in rows])
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.plotly_chart(strategy_bars([(run.label, run)]), key="tl_bars")
+
+
+def _strategies(run: TimelineRun) -> None:
+    st.subheader("Timelines", anchor=False)
+    labels = backend_labels(run.fast, run.target)
+    names = list(run.strategies)
+    for name, tab in zip(names, st.tabs([STRATEGY_TITLES.get(n, n) for n in names])):
+        strategy = run.strategies[name]
+        m = strategy.metrics
+        with tab:
+            for event in strategy.events:
+                if event.kind in ("migration_failed", "session_failed"):
+                    st.error(f"{md(event.kind.replace('_', ' '))} at {event.t:.3f} s on {md(event.backend)}: "
+                             f"{md(event.detail)}", icon=":material/error:")
+                elif event.kind in ("migration_skipped", "shared_memory", "auto_choice"):
+                    st.info(f"{md(event.kind.replace('_', ' '))}: {md(event.detail)}", icon=":material/info:")
+            st.plotly_chart(gantt(strategy, labels), key=f"tl_gantt_{name}")
+            st.plotly_chart(latency_scatter(strategy, labels), key=f"tl_lat_{name}")
+            cells = [("answered", f"{m['expected'] - m['failed']}/{m['expected']}"),
+                     ("lost / twice", f"{m['lost']} / {m['duplicated']}"),
+                     ("swap drain", _ms(m["swap_drain_s"])), ("in flight at swap", m["swap_in_flight"]),
+                     ("QNN finalize", _ms(sum(m["finalize_s"].values()) if m["finalize_s"] else None))]
+            for column, (title, value) in zip(st.columns(len(cells)), cells):
+                column.metric(title, value)
+            _outputs(strategy.outputs)
+            for note in strategy.notes:
+                st.caption(md(note))
+            with st.expander("Events"):
+                st.dataframe(pd.DataFrame([e.to_json() for e in sorted(strategy.events, key=lambda e: e.t)]),
+                             hide_index=True, width="stretch")
+
+
+def _outputs(outputs: dict) -> None:
+    checks = [c for c in outputs.get("checks", []) if c.get("compared")]
+    if not checks:
+        return
+    verdict = "agree" if outputs.get("agree") else "**differ**"
+    st.markdown(f"Outputs {verdict} within |a − b| ≤ {outputs['atol']:g} + {outputs['rtol']:g}·|b|:")
+    st.dataframe(pd.DataFrame([{"compared": f"{c['a']} vs {c['b']}", "input sets": c["compared"],
+                                "max |diff|": c["max_abs_diff"], "agree": c["agree"]} for c in checks]),
+                 hide_index=True, width="stretch")
+
+
+def _shared_memory(run: TimelineRun) -> None:
+    shared = run.shared_memory
+    if not shared.get("requested"):
+        return
+    st.subheader("HTP shared memory (seed 001)", anchor=False)
+    if not shared.get("available"):
+        st.warning(f"Not available on {md(run.device.get('label', 'this device'))}: {md(shared.get('reason'))}",
+                   icon=":material/memory:")
+    elif "comparison_error" in shared:
+        st.warning(f"The allocator loaded but binding failed: {md(shared['comparison_error'])}")
+    else:
+        left, right = st.columns(2)
+        left.metric("copy (plain run) p50", _ms(shared.get("copy_p50_s")))
+        right.metric("zero-copy (IOBinding in QnnHtpShared) p50", _ms(shared.get("zero_copy_p50_s")))
+
+
+def _downloads(run: TimelineRun, data: dict) -> None:
+    stem = "timeline_" + "".join(ch if ch.isalnum() else "_" for ch in run.label)[:60]
+    columns = st.columns(4)
+    columns[0].download_button("Run (JSON)", json.dumps(data, indent=1), file_name=f"{stem}.json",
+                               mime="application/json", icon=":material/download:", key="tl_dl_json")
+    columns[1].download_button("Requests (CSV)", requests_csv(run), file_name=f"{stem}_requests.csv",
+                               mime="text/csv", icon=":material/download:", key="tl_dl_requests")
+    columns[2].download_button("Comparison (CSV)", metrics_csv(run), file_name=f"{stem}_metrics.csv",
+                               mime="text/csv", icon=":material/download:", key="tl_dl_metrics")
+    columns[3].download_button("Events (CSV)", events_csv(run), file_name=f"{stem}_events.csv",
+                               mime="text/csv", icon=":material/download:", key="tl_dl_events")
+
+
+def _compare_runs(runs: list[dict]) -> None:
+    st.subheader("Compare runs", anchor=False)
+    labels = [r["label"] for r in runs]
+    picked = st.multiselect("Runs", labels, default=labels[-2:], key="tl_compare")
+    chosen = [TimelineRun.from_json(r["data"], label=r["label"]) for r in runs if r["label"] in picked]
+    if len(chosen) < 2:
+        st.caption("Pick two or more runs.")
+        return
+    rows = [{"run": run.label, **row} for run in chosen for row in strategy_table(run)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.plotly_chart(strategy_bars([(run.label, run) for run in chosen]), key="tl_compare_bars")

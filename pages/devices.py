@@ -1,0 +1,5 @@
+"""Devices page: this machine and Snapdragon devices over SSH, and what each can run."""
+
+from dashboard.views.devices import render
+
+render()

@@ -1,0 +1,159 @@
+"""The Devices and Timeline pages under AppTest (real worker, real HTP simulator), and the
+Timeline page end to end in Chromium."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import onnx
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.devices import Device
+from dashboard.model_io import file_digest
+from dashboard.samples import build_cnn_classifier
+from dashboard.views.state import SelectedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_TIMEOUT = 300.0
+
+
+@pytest.fixture()
+def stores(tmp_path, monkeypatch):
+    monkeypatch.setenv("QNN_LAB_MODEL_STORE", str(tmp_path / "models"))
+    monkeypatch.setenv("QNN_LAB_CONTEXT_STORE", str(tmp_path / "contexts"))
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory) -> SelectedModel:
+    path = tmp_path_factory.mktemp("app") / "cnn32.onnx"
+    onnx.save(build_cnn_classifier(size=32), path)
+    return SelectedModel(str(path), "cnn32", file_digest(path), "path")
+
+
+def page(name: str, model: SelectedModel | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=60)
+    if model is not None:
+        at.session_state["selected_model"] = model
+    return at
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements).replace("\\", "")
+
+
+def test_timeline_page_needs_a_model():
+    at = page("timeline").run()
+    assert not at.exception
+    assert "No model selected" in texts(at.info)
+
+
+def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
+    at = page("timeline", small_model).run()
+    assert not at.exception and not at.error
+    assert "No run yet" in texts(at.info)
+    digest = small_model.digest
+    at.multiselect(key=f"tl_strategies_{digest}").set_value(["fast", "migrate"])
+    at.number_input(key=f"tl_requests_{digest}").set_value(90)
+    at.number_input(key=f"tl_rate_{digest}").set_value(30.0)
+    at.button(key="tl_run").click().run(timeout=RUN_TIMEOUT)
+    assert not at.exception and not at.error, texts(at.error)
+
+    runs = at.session_state["timeline_runs"]
+    assert len(runs) == 1
+    data = runs[0]["data"]
+    assert list(data["strategies"]) == ["fast", "migrate"]
+    assert any(e["kind"] == "swap" for e in data["strategies"]["migrate"]["events"])
+    table = at.dataframe[0].value
+    assert list(table["strategy"]) == ["fast only", "hot migration"] and list(table["failed"]) == [0, 0]
+    assert "CPU EP (no QNN GPU on this host)" in texts(at.info) + texts(at.markdown)
+    assert [t.label for t in at.tabs] == ["fast only", "hot migration"]
+
+    # The same page on a device that cannot be reached: one error line, the first run stays.
+    unreachable = Device.parse(f"ssh://nobody@127.0.0.1:{closed_port()}", connect_timeout=5)
+    at.session_state["devices"] = {"local": Device.parse("local"), unreachable.url: unreachable}
+    at.run()
+    at.selectbox(key="tl_device").set_value(unreachable.url).run()
+    at.button(key="tl_run").click().run(timeout=RUN_TIMEOUT)
+    assert not at.exception
+    assert "cannot reach" in texts(at.error) and "Connection refused" in texts(at.error)
+    assert len(at.session_state["timeline_runs"]) == 1
+    assert list(at.dataframe[0].value["strategy"]) == ["fast only", "hot migration"]
+
+
+def test_bad_provider_option_disables_the_run(small_model):
+    at = page("timeline", small_model).run()
+    at.text_area(key=f"tl_opts_{small_model.digest}").input("not an assignment").run()
+    assert "is not NAME=VALUE" in texts(at.error)
+    assert at.button(key="tl_run").disabled
+
+
+def test_devices_page_probes_this_machine_and_rejects_bad_devices():
+    at = page("devices").run()
+    assert not at.exception
+    at.button(key="probe_local").click().run(timeout=RUN_TIMEOUT)
+    assert not at.exception and not at.error
+    probe = at.session_state["device_probes"]["local"]
+    assert probe["backends"]["htp"]["ok"] is True
+    backends = at.dataframe[0].value
+    assert backends.set_index("backend").loc["htp", "initializes"] == "yes"
+    if probe["arch"] == "x86_64":
+        assert "No QNN GPU on this host" in texts(at.info)
+
+    at.text_input[0].input("ftp://board")
+    next(b for b in at.button if b.label == "Add device").click().run()
+    assert "must be 'local' or ssh://" in texts(at.error)
+
+    url = f"ssh://nobody@127.0.0.1:{closed_port()}"
+    at.text_input[0].input(url)
+    next(b for b in at.button if b.label == "Add device").click().run()
+    assert url in at.session_state["devices"]
+    at.button(key=f"probe_{url}").click().run(timeout=RUN_TIMEOUT)
+    assert "cannot reach" in texts(at.error)
+
+
+def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
+    """The real app in Chromium: open the Timeline page, run a short timeline, watch it grow,
+    and find the comparison, the Gantt and the latency charts."""
+    import re
+
+    from playwright.sync_api import sync_playwright
+
+    from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+
+    require_chromium()
+    with running_app("--model", small_model.path) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.goto(app.url)
+        wait_for_idle(page)
+        open_page(page, "Timeline")
+        requests = page.get_by_label("Requests")
+        requests.fill("30")
+        requests.press("Enter")
+        wait_for_idle(page)
+        page.get_by_role("button", name="Run timeline").click()
+        seen: set[int] = set()
+        progress = re.compile(r"(\d+)/150 requests answered")
+        deadline = page.evaluate("Date.now()") + RUN_TIMEOUT * 1000
+        while page.evaluate("Date.now()") < deadline:
+            found = progress.search(page.inner_text('[data-testid="stMain"]'))
+            if found:
+                seen.add(int(found.group(1)))
+            if page.get_by_text("Strategies compared").count():
+                break
+            page.wait_for_timeout(100)
+        wait_for_idle(page)
+        assert any(0 < n < 150 for n in seen), f"no live progress seen: {sorted(seen)}\n{app.log_text()[-2000:]}"
+        main = page.inner_text('[data-testid="stMain"]')
+        assert "hot migration" in main and "CPU EP (no QNN GPU on this host)" in main
+        assert page.locator(".js-plotly-plot").count() >= 3  # bars, Gantt, latency of the first tab
+        page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+        browser.close()
