@@ -1,0 +1,204 @@
+"""The sidebar model picker, on every page: a bundled sample, a path on the server, or an upload.
+
+Each way ends in ``state.select``; it only replaces the selection after the new file has been
+read, so a failed attempt shows one ``st.error`` line and leaves the previous model in place.
+Widgets act through callbacks, which run before the script: the page drawn right after a change
+already shows the new model, and an upload is processed once, not on every rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard.errors import UserError
+from dashboard.model_io import file_digest
+from dashboard.overview_data import human_bytes
+from dashboard.samples import SAMPLES, sample_path
+from dashboard.views import state
+from dashboard.views.safe import md
+
+SAMPLE, PATH, UPLOAD = "Sample", "Path", "Upload"
+SOURCE_LABEL = {"sample": "bundled sample", "path": "path on the server", "upload": "uploaded file"}
+UPLOAD_ROOT = Path(tempfile.gettempdir()) / "qnn-backend-lab-uploads"
+MAX_NAME_BYTES = 200
+
+_STARTED = "intake_started"
+_ERROR = "intake_error"
+_MODE = "intake_mode"
+_SAMPLE = "intake_sample"
+_PATH = "intake_path"
+_UPLOAD = "intake_upload"
+
+
+def model_argument(argv: list[str]) -> str | None:
+    """``--model PATH`` from the script arguments (``streamlit run app.py -- --model PATH``)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--model")
+    return parser.parse_known_args(argv)[0].model
+
+
+def sidebar(argv: list[str] | None = None) -> None:
+    """Draw the picker. On a session's first run, select the ``--model`` argument, or else the
+    first bundled sample."""
+    if not st.session_state.get(_STARTED):
+        st.session_state[_STARTED] = True
+        _select_at_startup(model_argument(sys.argv[1:] if argv is None else argv))
+    with st.sidebar:
+        card = st.container()  # filled last: reading the model must not keep the picker from drawing
+        error = st.session_state.pop(_ERROR, None)
+        if error:
+            st.error(md(error), icon=":material/error:")
+        st.session_state.setdefault(_MODE, SAMPLE)
+        mode = st.segmented_control("Open a model from", [SAMPLE, PATH, UPLOAD], key=_MODE, required=True,
+                                    width="stretch")
+        if mode == SAMPLE:
+            _sample_picker()
+        elif mode == PATH:
+            _path_form()
+        else:
+            _uploader()
+        with card:
+            _current_model()
+
+
+def save_upload(name: str, data: bytes | memoryview) -> tuple[Path, str]:
+    """Store uploaded bytes as ``UPLOAD_ROOT/<digest>/<original file name>``; returns the path and
+    digest. The same file uploaded twice lands in the same place."""
+    UPLOAD_ROOT.mkdir(parents=True, exist_ok=True)
+    fd, staging = tempfile.mkstemp(dir=UPLOAD_ROOT, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        digest = file_digest(staging)
+        target = UPLOAD_ROOT / digest / upload_file_name(name)
+        target.parent.mkdir(exist_ok=True)
+        os.replace(staging, target)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
+    return target, digest
+
+
+def upload_file_name(name: str) -> str:
+    """The browser's file name reduced to a safe base name (no directories or NUL, at most
+    ``MAX_NAME_BYTES`` UTF-8 bytes with the extension kept); ``upload.onnx`` when nothing usable
+    is left."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].replace("\0", "")
+    if len(base.encode("utf-8")) > MAX_NAME_BYTES:
+        suffix = Path(base).suffix if len(Path(base).suffix) <= 10 else ""
+        head = base.encode("utf-8")[: MAX_NAME_BYTES - len(suffix.encode("utf-8"))]
+        base = head.decode("utf-8", "ignore") + suffix
+    return base if base not in ("", ".", "..") else "upload.onnx"
+
+
+def _select_at_startup(model: str | None) -> None:
+    """Open ``--model`` (a bundled sample keeps its title); when it is absent or unreadable, the
+    first bundled sample, so the user always starts on a model (the error says what went wrong)."""
+    if model is not None:
+        sample = _sample_for(Path(model))
+        if sample is not None:
+            st.session_state[_SAMPLE] = sample.file_name
+            if _attempt(model, sample.title, "sample"):
+                return
+        else:
+            st.session_state[_MODE] = PATH
+            st.session_state[_PATH] = model
+            if _attempt(model, Path(model).name or model, "path"):
+                return
+    if SAMPLES:  # a successful attempt leaves the error of a failed --model in place
+        _attempt(sample_path(SAMPLES[0].file_name), SAMPLES[0].title, "sample")
+
+
+def _sample_for(path: Path):
+    """The bundled sample a path points at, if any (so ``--model samples/x.onnx`` shows its title)."""
+    for sample in SAMPLES:
+        candidate = sample_path(sample.file_name)
+        if path.exists() and candidate.exists() and path.resolve() == candidate.resolve():
+            return sample
+    return None
+
+
+def _attempt(path: str | Path, name: str, source: str, digest: str | None = None) -> bool:
+    try:
+        with st.spinner(f"Reading {md(name, 60)}…", show_time=True):  # hashing a multi-GB file takes a while
+            state.select(path, name, source, digest=digest)
+    except UserError as exc:
+        message = str(exc)
+        if source == "upload":  # the user knows the file by its name, not by our storage path
+            message = message.replace(str(Path(path).resolve()), name)
+        st.session_state[_ERROR] = message
+        return False
+    return True
+
+
+def _current_model() -> None:
+    selected = state.current_model()
+    if selected is None:
+        st.caption("No model selected")
+        return
+    graph = state.loaded_graph()
+    st.markdown(f":material/deployed_code: **{md(selected.name, 60)}**")
+    nodes = len(graph.nodes)
+    st.caption(f"{SOURCE_LABEL[selected.source]} · {nodes:,} node{'' if nodes == 1 else 's'} · "
+               f"{human_bytes(graph.file_bytes)} · digest `{selected.digest[:10]}`")
+
+
+def _sample_picker() -> None:
+    titles = {s.file_name: s.title for s in SAMPLES}
+    if _SAMPLE not in st.session_state:
+        selected = state.current_model()
+        current = _sample_for(Path(selected.path)) if selected and selected.source == "sample" else None
+        st.session_state[_SAMPLE] = current.file_name if current else None
+    choice = st.selectbox("Bundled sample", list(titles), key=_SAMPLE, format_func=titles.__getitem__,
+                          on_change=_on_sample, placeholder="Choose a sample…")
+    if choice is not None:
+        st.caption(next(s for s in SAMPLES if s.file_name == choice).description)
+
+
+def _on_sample() -> None:
+    choice = st.session_state[_SAMPLE]
+    if choice is None:
+        return
+    sample = next(s for s in SAMPLES if s.file_name == choice)
+    _attempt(sample_path(sample.file_name), sample.title, "sample")
+
+
+def _path_form() -> None:
+    with st.form("intake_path_form", border=False):
+        st.text_input("Path of an .onnx file on the server", key=_PATH,
+                      placeholder="/models/phi-3-mini/model.onnx",
+                      help="The way to open multi-GB models: external-data files are read from the "
+                           "model's folder, nothing is copied.")
+        st.form_submit_button("Open", icon=":material/folder_open:", on_click=_on_path)
+
+
+def _on_path() -> None:
+    raw = (st.session_state.get(_PATH) or "").strip()
+    if not raw:
+        st.session_state[_ERROR] = "enter the path of an .onnx file on the server"
+        return
+    _attempt(raw, Path(raw).name or raw, "path")
+
+
+def _uploader() -> None:
+    st.file_uploader("Upload an .onnx file", type=["onnx"], key=_UPLOAD, on_change=_on_upload,
+                     help="Up to 2 GB. A model with external-data files needs the server path "
+                          "instead: an upload carries only the .onnx file.")
+
+
+def _on_upload() -> None:
+    uploaded = st.session_state.get(_UPLOAD)
+    if uploaded is None:  # the user removed the file; keep the selection
+        return
+    try:
+        path, digest = save_upload(uploaded.name, uploaded.getbuffer())
+    except OSError as exc:
+        st.session_state[_ERROR] = f"could not store the upload on the server: {exc.strerror or exc}"
+        return
+    _attempt(path, upload_file_name(uploaded.name), "upload", digest=digest)

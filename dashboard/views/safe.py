@@ -1,0 +1,51 @@
+"""Showing model-derived text safely.
+
+Node, tensor and file names come from whoever wrote the model: they may hold HTML, script tags,
+markdown, control characters, right-to-left overrides or 10,000 characters. Pages show such text
+only through elements that never interpret it (``st.dataframe``, ``st.code``, ``st.text``) or
+after ``md()`` has escaped it for ``st.markdown`` and friends; tables get ``short()`` values and
+``full_values()`` keeps the untruncated text one click away.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import streamlit as st
+
+TABLE_LIMIT = 80
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&\"'=/^%@;?,])")
+
+
+def plain(text: object) -> str:
+    """``text`` as one printable line: control and format characters (newlines, bidi overrides,
+    zero-width joiners) become visible ``\\uXXXX`` escapes instead of reshaping the page."""
+    value = str(text)
+    if value.isprintable():
+        return value
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
+
+
+def short(text: object, limit: int = TABLE_LIMIT) -> str:
+    """``plain(text)`` cut to ``limit`` characters with an ellipsis, for table cells and labels."""
+    value = plain(text)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def md(text: object, limit: int | None = None) -> str:
+    """``text`` escaped for ``st.markdown``: every markdown/HTML punctuation character is
+    backslash-escaped (legal for any ASCII punctuation in CommonMark), so ``<script>``,
+    ``[link](javascript:...)``, ``:red[...]`` and ``$math$`` show as typed."""
+    value = plain(text) if limit is None else short(text, limit)
+    return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def full_values(label: str, values: Iterable[object], limit: int = TABLE_LIMIT) -> None:
+    """An expander with the untruncated form of any value a table had to shorten (nothing when
+    every value fit)."""
+    long = [plain(v) for v in values if len(plain(v)) > limit]
+    if not long:
+        return
+    with st.expander(f"{label}: {len(long)} full value(s) shortened in the table"):
+        st.code("\n".join(long), language=None, wrap_lines=True)

@@ -1,0 +1,128 @@
+"""The selected model, shared by every page, and the caches keyed on its digest.
+
+A page asks for what it needs and never loads anything itself:
+
+    selected = state.require_model()      # SelectedModel, or an info box and st.stop()
+    graph = state.loaded_graph()          # ModelGraph, parsed once per model digest
+    ep, refined = state.classifications() # both classifiers, computed once per digest
+
+and keys its own caches on ``selected.digest`` (plus its options). A page that needs no model
+calls ``state.entry_guard()`` first instead (``require_model`` does it for the others).
+
+The selection is a small dataclass in ``st.session_state``; it is replaced only after the new
+model has been read successfully (``select``), so a bad file never costs the user the model they
+had. The digest is computed once at selection time (it reads the whole file), and every cache is
+keyed on it (with the path, since external data is resolved next to the file): a 20,000-node model is parsed and classified once per server process, and later
+renders, other pages and other sessions reuse the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+from dashboard.classify_ep import classify_ep
+from dashboard.classify_refined import classify_refined
+from dashboard.errors import UserError
+from dashboard.model_io import ModelGraph, file_digest, load_model
+from dashboard.verdicts import Classification
+from dashboard.views.safe import md
+
+SOURCES = ("sample", "path", "upload")
+_SELECTED = "selected_model"
+CACHE_ENTRIES = 8
+
+
+@dataclass(frozen=True)
+class SelectedModel:
+    """The model every page shows."""
+
+    path: str  # absolute path on the server; external data is resolved next to it
+    name: str  # what the user knows it as: sample title or original file name
+    digest: str  # file_digest of the .onnx file, the key of every cache
+    source: str  # one of SOURCES
+
+
+@st.cache_resource(max_entries=CACHE_ENTRIES, show_spinner=False)
+def _graph(digest: str, path: str) -> ModelGraph:
+    return load_model(path)
+
+
+@st.cache_resource(max_entries=CACHE_ENTRIES, show_spinner="Classifying…")
+def _classifications(digest: str, path: str) -> tuple[Classification, Classification]:
+    graph = _graph(digest, path)
+    return classify_ep(graph), classify_refined(graph)
+
+
+def entry_guard() -> None:
+    """Make sure app.py (page config, navigation, sidebar picker) runs around the current page;
+    every page calls it first (``require_model`` does).
+
+    With a ``pages/`` folder next to app.py, Streamlit runs a page file on its own, in its older
+    "pages directory" mode, until the first ``st.navigation`` call of the process: on the first
+    request after a server start when the URL names a page (``/classifier``), and on every rerun
+    under AppTest. The page then leaves that mode (the flag is Streamlit's only switch for it)
+    and reruns, so app.py runs and draws this same page.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def current_model() -> SelectedModel | None:
+    """The selected model, or None before the user (or the startup default) picked one."""
+    return st.session_state.get(_SELECTED)
+
+
+def require_model() -> SelectedModel:
+    """The selected model; without one, explain where to pick one and stop the page."""
+    entry_guard()
+    selected = current_model()
+    if selected is None:
+        st.info("No model selected yet. Pick a bundled sample, give a path on the server, or upload "
+                "an .onnx file in the sidebar.", icon=":material/arrow_back:")
+        st.stop()
+    return selected
+
+
+def loaded_graph() -> ModelGraph:
+    """The selected model's graph (cached per digest); stops the page when none is selected."""
+    selected = require_model()
+    try:
+        return _graph(selected.digest, selected.path)
+    except UserError as exc:  # evicted from the cache and the file changed or vanished since
+        st.error(f"The selected model can no longer be read: {md(exc)}", icon=":material/error:")
+        st.stop()
+
+
+def classifications() -> tuple[Classification, Classification]:
+    """(EP rules, refined) classification of the selected model, cached per digest."""
+    loaded_graph()  # a readable model, or the page stops with the reason
+    selected = require_model()
+    return _classifications(selected.digest, selected.path)
+
+
+def select(path: str | Path, name: str, source: str, digest: str | None = None) -> SelectedModel:
+    """Read the model at ``path`` and make it the selection (``digest`` when the caller already
+    hashed the file, as an upload does, to avoid reading a large file twice).
+
+    Raises ``UserError``/``ModelError`` (one line) when the file cannot be read as a model; the
+    previous selection is then untouched.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"unknown model source {source!r}")
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        load_model(resolved)  # raises the one-line reason for missing files and directories
+        raise UserError(f"{resolved}: not a regular file")
+    try:
+        digest = digest or file_digest(resolved)
+    except OSError as exc:
+        raise UserError(f"{resolved}: cannot read it ({exc.strerror or exc})") from None
+    _graph(digest, str(resolved))
+    selected = SelectedModel(str(resolved), name, digest, source)
+    st.session_state[_SELECTED] = selected
+    return selected

@@ -1,0 +1,94 @@
+"""Shared test fixtures: the dashboard under ``streamlit.testing.v1.AppTest`` and models to feed it.
+
+``app(*script_args)`` builds an AppTest of ``app.py`` as ``streamlit run app.py -- *script_args``
+would start it (the script reads ``sys.argv``, which AppTest shares with the test process).
+Streamlit's resource caches are process-wide, so each test using ``app`` starts with them cleared.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+APP_TIMEOUT = 60.0  # seconds per AppTest run; generous for a shared 2-core machine
+
+
+@pytest.fixture
+def app(monkeypatch):
+    """Factory: ``app("--model", path)`` -> an AppTest of app.py (not yet run). Streamlit is
+    imported here, not at collection, so tests of the Streamlit-free CLI never load it."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+    def make(*script_args: str, timeout: float = APP_TIMEOUT) -> AppTest:
+        monkeypatch.setattr(sys, "argv", [str(ROOT / "app.py"), *script_args])
+        return AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+
+    return make
+
+
+@pytest.fixture
+def assert_markdown_escaped():
+    """Checker for text that Streamlit renders as markdown: no ``<`` that is not backslash-escaped
+    (an unescaped one could open an HTML tag) and no unescaped markdown link."""
+
+    def check(elements) -> None:
+        for element in elements:
+            text = element.value
+            assert not re.search(r"(?<!\\)<", text), text[:300]
+            assert not re.search(r"(?<!\\)\]\(", text), text[:300]
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def decoder_20k(tmp_path_factory) -> Path:
+    """A GPT-2-style decoder of about 20,000 nodes (the benchmark's generator), written once."""
+    import onnx
+
+    from dashboard.bench import build_decoder
+
+    path = tmp_path_factory.mktemp("big") / "decoder_20k.onnx"
+    onnx.save(build_decoder(20_000), path)
+    return path
+
+
+@pytest.fixture
+def hostile_model(tmp_path) -> Path:
+    """A model whose node, input and output names are HTML, script, 10k characters, non-ASCII."""
+    import zoo
+
+    return zoo.save(zoo.hostile_names(), tmp_path)
+
+
+HOSTILE_INPUT = "<img src=x onerror=window.__pwned=1>"
+
+
+@pytest.fixture
+def hostile_layernorm_model(tmp_path) -> Path:
+    """LayerNormalization nodes named like an attacker would (HTML, script, 10k characters,
+    non-ASCII, control characters) behind an input named ``HOSTILE_INPUT``: with LayerNorm at
+    100% density the names are classifier evidence, so every page has to show them."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import zoo
+
+    nodes, x = [], HOSTILE_INPUT
+    for i, name in enumerate(n for n in zoo.HOSTILE_NAMES if n):
+        nodes.append(helper.make_node("LayerNormalization", [x, "scale"], [f"y{i}"], name=name, axis=-1))
+        x = f"y{i}"
+    graph = helper.make_graph(nodes, "hostile", [helper.make_tensor_value_info(HOSTILE_INPUT, TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor("scale", TensorProto.FLOAT, [4], [1.0] * 4)])
+    path = tmp_path / f"{HOSTILE_INPUT}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path

@@ -1,0 +1,160 @@
+"""Run the real dashboard and drive it in Debian's Chromium, for every end-to-end test.
+
+    from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+
+    def test_something(tmp_path):
+        require_chromium()
+        with running_app("--model", "samples/cnn_classifier.onnx") as app, sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(app.url)
+            wait_for_idle(page)
+            open_page(page, "Classifier")
+
+``running_app`` starts ``python -m streamlit run app.py`` as a subprocess on a free port in the
+project directory (so ``.streamlit/config.toml`` applies), waits for its health endpoint, and
+stops it afterwards; its log is in ``app.log_text()`` for assertion messages. The browser is the
+system's ``/usr/bin/chromium`` driven through Playwright's client (no browser download).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+START_TIMEOUT = 90.0
+IDLE_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningApp:
+    """A dashboard subprocess."""
+
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def start_app(*script_args: str, port: int | None = None, env: dict[str, str] | None = None,
+              timeout: float = START_TIMEOUT) -> RunningApp:
+    """Start ``streamlit run app.py -- *script_args`` and wait until it answers its health check."""
+    port = port or free_port()
+    log_path = Path(tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log")[1])
+    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+               "--server.port", str(port), "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+               "--", *script_args]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, **(env or {})})
+    app = RunningApp(process, port, log_path)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{app.log_text()}")
+        try:
+            with urllib.request.urlopen(f"{app.url}_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return app
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.3)
+    app.stop()
+    raise RuntimeError(f"streamlit did not become healthy in {timeout:.0f}s:\n{app.log_text()}")
+
+
+@contextmanager
+def running_app(*script_args: str, **kwargs) -> Iterator[RunningApp]:
+    """``start_app`` as a context manager that always stops the subprocess."""
+    app = start_app(*script_args, **kwargs)
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def require_chromium() -> None:
+    """Skip when Chromium is absent and cannot be installed here (not root); as root it must be
+    there (``make test`` installs it), so its absence fails the test instead of hiding it."""
+    if Path(CHROMIUM).exists():
+        return
+    if os.geteuid() == 0:
+        pytest.fail(f"{CHROMIUM} is missing; run `make system-deps` (scripts/install_system_deps.sh)")
+    pytest.skip(f"{CHROMIUM} is not installed and installing it needs root")
+
+
+def launch_chromium(playwright, **kwargs):
+    """Launch the system Chromium headless with the flags that keep it off the network."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, **kwargs)
+
+
+def wait_for_idle(page, timeout: float = IDLE_TIMEOUT) -> None:
+    """Wait until the app has drawn and settled: no script run in progress (Streamlit shows its
+    status widget meanwhile), no stale (dimmed) elements, and no skeletons of element types whose
+    code is still loading."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
+    page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline:
+        busy = page.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"], '
+                            '[data-stale="true"]').count() > 0
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 4:
+            return
+        page.wait_for_timeout(250)
+    raise TimeoutError(f"the app was still running after {timeout:.0f}s")
+
+
+def open_page(page, title: str, timeout: float = IDLE_TIMEOUT) -> None:
+    """Click a page in the sidebar navigation and wait for it to finish drawing."""
+    page.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+    wait_for_idle(page, timeout)
+
+
+def choose_option(page, label: str, option: str, timeout: float = IDLE_TIMEOUT) -> None:
+    """Pick ``option`` in the ``st.selectbox`` labelled ``label``."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_idle(page, timeout)
