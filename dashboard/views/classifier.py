@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dashboard.errors import UserError
 from dashboard.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
 from dashboard.views import state
 from dashboard.views.safe import md, plain, short
@@ -43,6 +44,36 @@ def render() -> None:
         st.header(f"{title}: signals", anchor=False)
         _signal_table(result)
         _evidence(title, result)
+    _optimized_view(selected, ep)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _classify_optimized(path: str, digest: str) -> tuple[Classification, int]:
+    """Cached per model digest: the worker run costs a session creation."""
+    from dashboard.ort_view import classify_after_ort_optimizations
+
+    return classify_after_ort_optimizations(path)
+
+
+def _optimized_view(selected, ep: Classification) -> None:
+    """The EP rules on the graph ONNX Runtime really hands the EP: its level-1 optimizations
+    (BatchNorm folded into Conv, constants folded ...) run before partitioning and can change the
+    densities the rules measure."""
+    st.header("EP rules on ONNX Runtime's optimized graph", anchor=False)
+    st.caption("With default session options ONNX Runtime folds and fuses nodes *before* the EP classifies the "
+               "graph. This runs the EP rules on that graph (created by ONNX Runtime in a worker process).")
+    if not st.toggle("Classify the optimized graph", key="classify_optimized"):
+        return
+    try:
+        with st.spinner("ONNX Runtime is optimizing the graph in a worker…"):
+            optimized, nodes = _classify_optimized(selected.path, selected.digest)
+    except UserError as exc:
+        st.error(plain(str(exc)))
+        return
+    change = "same verdict" if optimized.verdict == ep.verdict else f"verdict changes from {ep.verdict}"
+    st.metric("EP rules on the optimized graph", optimized.verdict,
+              f"{nodes} nodes (file: {len(state.loaded_graph().nodes)}) · {change}", delta_color="off")
+    _signal_table(optimized)
 
 
 def signal_label(name: str) -> str:
