@@ -17,26 +17,22 @@ between strong evidence on both sides, or too little evidence, is Unknown.
 
 Cost: one pass over the nodes builds producer/consumer indexes and per-op buckets; every later
 check is a dict lookup or a walk of at most a few hops from a graph input, output or a bucketed
-node, never a rescan of the node list. ``ModelGraph`` carries no attributes or subgraph bodies, so
-the few nodes whose details matter (attention ops whose causality is an attribute, Constant mask
-buffers, If/Loop/Scan bodies) are re-read from the file in one pass that stops at the last of them;
-models without such nodes never pay for it. Control-flow bodies are flattened into the index with
-their formal inputs bound to the outer tensors, so a decoder inside a generation Loop is seen.
+node, never a rescan of the node list. Attributes are read only where they matter (attention ops
+whose causality is an attribute, Constant masks), from ``Node.attributes``, which decodes them on
+first access: the file is never read again. Control-flow bodies (``Node.bodies``) are flattened
+into the index with their formal inputs bound to the outer tensors, so a decoder inside a
+generation Loop is seen.
 """
 
 from __future__ import annotations
 
-import mmap
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from google.protobuf.message import DecodeError
-from onnx import AttributeProto, NodeProto, numpy_helper
 
-from .model_io import MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, dtype_bits, dtype_name
-from .protowire import LENGTH, WireError, iter_fields
+from .model_io import MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, TensorValue
 from .verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, capped, decide
 
 MIN_DECISION_SCORE = 10.0  # the EP's rule, so verdicts mean the same on both sides
@@ -78,9 +74,7 @@ CAUSAL_OPS = frozenset({"GroupQueryAttention", "DecoderMaskedMultiHeadAttention"
 CAUSAL_ATTRIBUTE = {(MS_DOMAIN, "Attention"): "unidirectional", (MS_DOMAIN, "MultiHeadAttention"): "unidirectional",
                     ("", "Attention"): "is_causal"}
 MASK_PASS = frozenset({"Slice", "Cast", "Identity", "Unsqueeze", "Reshape", "Expand", "Not"})
-MAX_MASK_ELEMENTS = 1 << 24  # read Constant masks up to 16M elements to check they are triangular
 MAX_MASKS_CHECKED = 4  # one triangular mask proves causality; a 48-layer export repeats it 48 times
-_MODEL_GRAPH_FIELD, _GRAPH_NODE_FIELD = 7, 1  # onnx.proto field numbers
 SEQUENCE_OPS = frozenset({"ConcatFromSequence", "SequenceAt", "SplitToSequence"})
 ML_DOMAIN = "ai.onnx.ml"
 
@@ -222,81 +216,56 @@ def _spatial(dim) -> bool:
     return not isinstance(dim, int) or dim >= MIN_IMAGE_SIDE
 
 
-# -- node details the ModelGraph does not carry ----------------------------------------------------
+# -- control-flow bodies -----------------------------------------------------------------------
 
-def _read_node_protos(path: str, wanted: set[int]) -> dict[int, NodeProto] | None:
-    """The NodeProtos at top-level positions ``wanted``, re-read from the file (weights skipped by
-    the wire scanner; the scan stops at the last wanted node). None if the file cannot be read."""
-    found: dict[int, NodeProto] = {}
-    last = max(wanted)
-    try:
-        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            position = 0
-            for top in iter_fields(buf):
-                if top.number != _MODEL_GRAPH_FIELD or top.wire_type != LENGTH:
-                    continue
-                for item in iter_fields(buf, top.value_start, top.end):
-                    if item.number != _GRAPH_NODE_FIELD or item.wire_type != LENGTH:
-                        continue
-                    if position in wanted:
-                        found[position] = NodeProto.FromString(bytes(buf[item.value_start:item.end]))
-                    if position == last:
-                        return found
-                    position += 1
-    except (OSError, ValueError, WireError, DecodeError):
-        return None
-    return found
-
-
-def _flatten(parent: Node, proto: NodeProto, details: dict[str, NodeProto]):
-    """The nodes and initializers of ``parent``'s subgraphs, renamed into the outer scope: names a
-    body defines get a ``<parent>/<attribute>/`` prefix, Loop/Scan formal inputs are bound to the
+def _flatten(parent: Node):
+    """The nodes and initializers of ``parent``'s bodies, renamed into the outer scope: names a
+    body defines get a ``<parent>/<body>/`` prefix, Loop/Scan formal inputs are bound to the
     tensors the parent passes in, free (outer-scope) names stay as they are."""
     nodes: list[Node] = []
     inits: dict[str, Initializer] = {}
-    for attr in proto.attribute:
-        graphs = [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs)
-        for k, graph in enumerate(graphs):
-            prefix = f"{parent.name}/{attr.name}" + (f"[{k}]" if len(graphs) > 1 else "")
-            first = {"Loop": 2, "Scan": 0}.get(parent.op_type, len(graph.input))
-            bind = {graph.input[i].name: parent.inputs[i]
-                    for i in range(first, min(len(graph.input), len(parent.inputs))) if parent.inputs[i]}
-            local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {
-                out for n in graph.node for out in n.output}
+    for key, body in parent.bodies.items():
+        prefix = f"{parent.name}/{key}"
+        first = {"Loop": 2, "Scan": 0}.get(parent.op_type, len(body.inputs))
+        bind = {body.inputs[i].name: parent.inputs[i]
+                for i in range(first, min(len(body.inputs), len(parent.inputs))) if parent.inputs[i]}
+        local = {v.name for v in body.inputs} | set(body.initializers) | {out for n in body.nodes for out in n.outputs}
 
-            def rename(name: str) -> str:
-                if not name:
-                    return name
-                return bind.get(name) or (f"{prefix}/{name}" if name in local else name)
+        def rename(name: str) -> str:
+            if not name:
+                return name
+            return bind.get(name) or (f"{prefix}/{name}" if name in local else name)
 
-            for tensor in graph.initializer:
-                count = int(np.prod(tensor.dims)) if tensor.dims else 1
-                inits[rename(tensor.name)] = Initializer(rename(tensor.name), dtype_name(tensor.data_type),
-                                                         tuple(tensor.dims), count * dtype_bits(tensor.data_type) // 8,
-                                                         None)
-            taken: set[str] = set()
-            for i, sub in enumerate(graph.node):
-                name = f"{prefix}/{sub.name.lstrip('/')}" if sub.name else f"{prefix}/{sub.op_type}#{i}"
-                if name in taken:
-                    name += f"#{i}"
-                taken.add(name)
-                subgraphs = sum(1 for a in sub.attribute if a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS))
-                node = Node(-1, name, sub.name, sub.op_type, sub.domain, tuple(rename(x) for x in sub.input),
-                            tuple(rename(x) for x in sub.output), subgraphs)
-                nodes.append(node)
-                details[name] = sub
-                if subgraphs:
-                    inner_nodes, inner_inits = _flatten(node, sub, details)
-                    nodes += inner_nodes
-                    inits.update(inner_inits)
+        for init in body.initializers.values():
+            inits[rename(init.name)] = replace(init, name=rename(init.name))
+        taken: set[str] = set()
+        for i, sub in enumerate(body.nodes):
+            name = f"{prefix}/{sub.onnx_name.lstrip('/')}" if sub.onnx_name else f"{prefix}/{sub.op_type}#{i}"
+            if name in taken:
+                name += f"#{i}"
+            taken.add(name)
+            node = replace(sub, index=-1, name=name, inputs=tuple(rename(x) for x in sub.inputs),
+                           outputs=tuple(rename(x) for x in sub.outputs))
+            nodes.append(node)
+            if node.subgraphs:
+                inner_nodes, inner_inits = _flatten(node)
+                nodes += inner_nodes
+                inits.update(inner_inits)
     return nodes, inits
 
 
-def _attribute(proto: NodeProto | None, name: str):
-    for attr in proto.attribute if proto is not None else ():
-        if attr.name == name:
-            return attr.i if attr.type == AttributeProto.INT else attr.t if attr.type == AttributeProto.TENSOR else None
-    return None
+def _flatten_bodies(index: _Index) -> list[str]:
+    """Add the bodies of the top-level control-flow nodes to ``index``; one note per parent."""
+    notes, extra_nodes, extra_inits = [], [], {}
+    for parent in list(index.control_flow):
+        body_nodes, body_inits = _flatten(parent)
+        extra_nodes += body_nodes
+        extra_inits.update(body_inits)
+        notes.append(f"{parent.op_type} '{parent.name}': {len(body_nodes)} subgraph node(s) analysed with it")
+    if extra_nodes:
+        index.inits = {**index.inits, **extra_inits}
+        _index_add(index, extra_nodes)
+    return notes
 
 
 def _mask_sources(index: _Index) -> list[tuple[Node, str]]:
@@ -310,15 +279,13 @@ def _mask_sources(index: _Index) -> list[tuple[Node, str]]:
     return sources
 
 
-def _triangular(tensor) -> str | None:
-    """'lower' / 'strictly upper' if the last two axes of a Constant hold a causal pattern."""
-    dims = tuple(tensor.dims)
-    if len(dims) < 2 or dims[-1] != dims[-2] or dims[-1] < 2 or int(np.prod(dims)) > MAX_MASK_ELEMENTS:
+def _triangular(tensor: TensorValue) -> str | None:
+    """'lower' / 'strictly upper' if the last two axes of a Constant hold a causal pattern (only
+    small Constants carry their values; see ``model_io.SMALL_TENSOR_BYTES``)."""
+    dims = tensor.shape
+    if tensor.values is None or tensor.values.size == 0 or len(dims) < 2 or dims[-1] != dims[-2] or dims[-1] < 2:
         return None
-    try:
-        values = numpy_helper.to_array(tensor).reshape(-1, dims[-1], dims[-1])[0]
-    except (ValueError, TypeError):
-        return None
+    values = tensor.values.reshape(-1, dims[-1], dims[-1])[0]
     if values.dtype.kind == "f" and not np.isfinite(values).all():
         marked = ~np.isfinite(values)  # additive mask: -inf where attention is blocked
     else:
@@ -461,7 +428,7 @@ def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> Tens
     return outputs.get(name)
 
 
-def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], details: dict[str, NodeProto]) -> list[str]:
+def _causal_evidence(index: _Index, kv_pairs: list[_KvPair]) -> list[str]:
     evidence = [f"{n.op_type} '{n.name}' (decoder-only attention kernel, causal by construction)"
                 for op in CAUSAL_OPS for n in index.by_op.get(op, ()) if n.domain == MS_DOMAIN]
     incremental = {p.attention.name: p.attention for p in kv_pairs
@@ -470,7 +437,8 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], details: dict[str, 
                  for n in incremental.values()]
     for (domain, op), attr in CAUSAL_ATTRIBUTE.items():
         for node in index.by_op.get(op, ()):
-            if node.domain == domain and node.name not in incremental and _attribute(details.get(node.name), attr):
+            value = node.attributes.get(attr) if node.domain == domain and node.name not in incremental else None
+            if isinstance(value, int) and value:
                 evidence.append(f"{op} '{node.name}' has {attr}=1")
     evidence += [f"Trilu '{n.name}' builds a triangular mask" for n in index.by_op.get("Trilu", ())]
     for op in COMPARE_OPS:
@@ -484,19 +452,21 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], details: dict[str, 
                                 f"Range '{right.name}' (query >= key mask)")
     checked = 0
     for user, source in _mask_sources(index):
-        init = index.inits.get(source)
-        if init is not None and init.dtype in ("bool", "uint8") and len(init.shape) >= 2 \
-                and init.shape[-1] == init.shape[-2] >= 2 and user.op_type == "Where":
-            evidence.append(f"square {init.dtype} mask buffer '{init.name}' {list(init.shape)} selects scores in "
-                            f"Where '{user.name}' (values not read)")
         producer = index.producer.get(source)
+        value = None
         if producer is not None and producer.op_type == "Constant" and checked < MAX_MASKS_CHECKED:
             checked += 1
-            value = _attribute(details.get(producer.name), "value")
-            kind = _triangular(value) if value is not None else None
-            if kind:
-                evidence.append(f"Constant '{producer.name}' {list(value.dims)} is {kind} (a causal mask) and "
-                                f"feeds {user.op_type} '{user.name}'")
+            value = producer.attributes.get("value")
+        # A buffer judged by shape alone: an initializer, or a Constant too large to carry its values.
+        buffer = index.inits.get(source) or (value if isinstance(value, TensorValue) and value.values is None else None)
+        if buffer is not None and buffer.dtype in ("bool", "uint8") and len(buffer.shape) >= 2 \
+                and buffer.shape[-1] == buffer.shape[-2] >= 2 and user.op_type == "Where":
+            evidence.append(f"square {buffer.dtype} mask buffer '{source}' {list(buffer.shape)} selects scores in "
+                            f"Where '{user.name}' (values not read)")
+        kind = _triangular(value) if isinstance(value, TensorValue) else None
+        if kind:
+            evidence.append(f"Constant '{producer.name}' {list(value.shape)} is {kind} (a causal mask) and "
+                            f"feeds {user.op_type} '{user.name}'")
     return list(dict.fromkeys(evidence))
 
 
@@ -593,42 +563,13 @@ def _conv_role(conv: Node, weight: tuple[str, tuple] | None) -> str:
     return f"conv stem {conv.op_type} '{conv.name}'"
 
 
-def _details(model: ModelGraph, index: _Index) -> tuple[dict[str, NodeProto], list[str], str]:
-    """Re-read the nodes whose attributes or bodies matter and flatten control-flow bodies into
-    ``index``. Returns (node name -> NodeProto, control-flow evidence, a read error or "")."""
-    wanted = {n.index for n in index.control_flow}
-    wanted |= {n.index for (domain, op) in CAUSAL_ATTRIBUTE for n in index.by_op.get(op, ()) if n.domain == domain}
-    wanted |= {index.producer[src].index for _, src in _mask_sources(index)
-               if src in index.producer and index.producer[src].op_type == "Constant"}
-    if not wanted:
-        return {}, [], ""
-    protos = _read_node_protos(model.path, wanted)
-    if protos is None:
-        return {}, [], (f" Attributes and subgraph bodies of {len(wanted)} node(s) were not analysed: "
-                        f"{model.path} could not be re-read.")
-    details = {model.nodes[i].name: proto for i, proto in protos.items()}
-    notes, extra_nodes, extra_inits = [], [], {}
-    for parent in list(index.control_flow):
-        proto = details.get(parent.name)
-        if proto is None:
-            continue
-        body_nodes, body_inits = _flatten(parent, proto, details)
-        extra_nodes += body_nodes
-        extra_inits.update(body_inits)
-        notes.append(f"{parent.op_type} '{parent.name}': {len(body_nodes)} subgraph node(s) analysed with it")
-    if extra_nodes:
-        index.inits = {**index.inits, **extra_inits}
-        _index_add(index, extra_nodes)
-    return details, notes, ""
-
-
 def classify_refined(model: ModelGraph) -> Classification:
     """Classify ``model`` by structure; every signal names the nodes, inputs and shapes behind it."""
     if not model.nodes:
         return Classification(UNKNOWN, 0.0, 0.0, None, [], "The graph has no nodes: nothing to classify.")
     index = _index(model.nodes, model.initializers)
     top_level_flow = list(index.control_flow)
-    details, flow_notes, read_error = _details(model, index)
+    flow_notes = _flatten_bodies(index)
     inputs = model.inputs
     signals: list[Signal] = []
 
@@ -641,7 +582,7 @@ def classify_refined(model: ModelGraph) -> Classification:
     token = max(embeddings, default=None, key=lambda e: (
         not any(w in e.input.name.lower() for w in ("position", "type", "segment")), e.rows))
     kv_pairs, states = _kv_pairs(model, index, inputs, {e.input.name for e in embeddings})
-    causal = _causal_evidence(index, kv_pairs, details)
+    causal = _causal_evidence(index, kv_pairs)
     quantizes_activations = bool(index.by_op.get("QuantizeLinear"))
     int4 = _int4_evidence(index, quantizes_activations)
     logits = _logits_evidence(model, index, token)
@@ -722,7 +663,7 @@ def classify_refined(model: ModelGraph) -> Classification:
     non_genai = sum(s.score for s in signals if s.side == "non_genai")
     verdict = decide(genai, non_genai, MIN_DECISION_SCORE)
     return Classification(verdict, genai, non_genai, None, signals,
-                          _summary(verdict, genai, non_genai, signals) + read_error)
+                          _summary(verdict, genai, non_genai, signals))
 
 
 def _summary(verdict: str, genai: float, non_genai: float, signals: list[Signal]) -> str:

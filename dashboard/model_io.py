@@ -3,6 +3,10 @@
 The result, ``ModelGraph``, is the data model every other module works from (classifiers,
 partitions, plans, pages). Weights are never read: initializers contribute only their name, dtype,
 shape and byte size, and external-data files are checked for a safe location but not opened.
+Nodes carry their attributes and control-flow bodies (decoded on first access from the parsed
+node, so the file is read exactly once); tensors over ``SMALL_TENSOR_BYTES`` anywhere inside a node
+(a Constant's value, a Loop body's initializer) lose their data at the wire level before parsing,
+like weights.
 """
 
 from __future__ import annotations
@@ -12,15 +16,17 @@ import mmap
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Union
 
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import GraphProto, ModelProto, TensorProto
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from .errors import ModelError
-from .protowire import LENGTH, WireError, copy_fields_except, iter_fields
+from .protowire import LENGTH, WireError, copy_fields_except, encode_length_delimited, iter_fields
 
 Dim = int | str | None
 
@@ -28,6 +34,24 @@ Dim = int | str | None
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER = 5, 15
 _TENSOR_DATA_FIELDS = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64
+_TENSOR_STRING_DATA = 6
+
+# Tensors up to this size are small: parsed whole, and their values kept when they sit in an
+# attribute (a Constant mask, a ConstantOfShape fill). Larger ones are weights: header only.
+SMALL_TENSOR_BYTES = 1 << 16
+
+# Where tensors can hide, by message kind: field number -> kind of the sub-message stored there
+# (onnx.proto). ``_without_large_tensors`` follows exactly these paths.
+_MODEL, _FUNCTION, _TRAINING, _NODE, _ATTRIBUTE, _GRAPH, _TENSOR, _SPARSE = range(8)
+_TENSOR_PATHS = {
+    _MODEL: {20: _TRAINING, 25: _FUNCTION},
+    _TRAINING: {1: _GRAPH, 2: _GRAPH},
+    _FUNCTION: {7: _NODE, 11: _ATTRIBUTE},
+    _NODE: {5: _ATTRIBUTE},
+    _ATTRIBUTE: {5: _TENSOR, 6: _GRAPH, 10: _TENSOR, 11: _GRAPH, 22: _SPARSE, 23: _SPARSE},
+    _GRAPH: {1: _NODE, 5: _TENSOR, 15: _SPARSE},
+    _SPARSE: {1: _TENSOR, 2: _TENSOR},
+}
 
 MS_DOMAIN = "com.microsoft"
 KNOWN_DOMAINS = frozenset({
@@ -117,9 +141,26 @@ class Initializer:
 
 
 @dataclass(frozen=True)
+class TensorValue(Initializer):
+    """A tensor held in an attribute (a Constant's value, ConstantOfShape's fill): the header of an
+    ``Initializer``, plus its values when it is small (``nbytes <= SMALL_TENSOR_BYTES``) and stored
+    in the file. Larger or external tensors keep ``values=None``: like weights, never read."""
+
+    values: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+AttributeValue = Union[int, float, str, bytes, TensorValue, "SubGraph", TensorSpec, list, None]
+
+
+@dataclass(frozen=True)
 class Node:
-    """A top-level node. ``name`` is unique and stable (generated for unnamed or duplicate names,
-    see ``stable_node_names``); ``onnx_name`` is the name as stored in the file."""
+    """A node of the top-level graph or of a body. ``name`` is unique and stable within its graph
+    (generated for unnamed or duplicate names, see ``stable_node_names``); ``onnx_name`` is the name
+    as stored in the file.
+
+    ``proto`` is the node as parsed (large tensors already stripped). ``attributes`` and ``bodies``
+    are decoded from it on first access and cached: a 20,000-node graph pays nothing at load time
+    for attributes nobody asks for, and nothing ever reads the file again."""
 
     index: int
     name: str
@@ -129,10 +170,45 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     subgraphs: int
+    proto: NodeProto | None = field(default=None, repr=False, compare=False)
 
     @property
     def qualified_op(self) -> str:
         return self.op_type if self.domain in ("", "ai.onnx") else f"{self.domain}::{self.op_type}"
+
+    @cached_property
+    def attributes(self) -> dict[str, AttributeValue]:
+        """Attribute name -> plain value: int, float, str (bytes if not UTF-8), lists of those,
+        ``TensorValue`` for tensors, ``SubGraph`` for graphs, ``TensorSpec`` for type attributes;
+        None for an attribute without a type."""
+        if self.proto is None:
+            return {}
+        return {a.name: _attribute_value(a) for a in self.proto.attribute}
+
+    @cached_property
+    def bodies(self) -> dict[str, SubGraph]:
+        """Subgraph bodies by attribute name (``then_branch``, ``body`` ...); the k-th graph of a
+        GRAPHS attribute holding several is ``name[k]``."""
+        bodies: dict[str, SubGraph] = {}
+        for name, value in self.attributes.items() if self.subgraphs else ():
+            graphs = [value] if isinstance(value, SubGraph) else [
+                v for v in value if isinstance(v, SubGraph)] if isinstance(value, list) else []
+            for k, graph in enumerate(graphs):
+                bodies[name + (f"[{k}]" if len(graphs) > 1 else "")] = graph
+        return bodies
+
+
+@dataclass
+class SubGraph:
+    """A control-flow body (If branch, Loop/Scan body): the same structure as ``ModelGraph`` and the
+    same rule for weights (initializer headers only)."""
+
+    name: str
+    inputs: list[TensorSpec]  # formal inputs in order (Loop: iteration, condition, carried state)
+    outputs: list[TensorSpec]
+    nodes: list[Node]
+    initializers: dict[str, Initializer]
+    value_info: dict[str, TensorSpec]
 
 
 @dataclass
@@ -291,7 +367,8 @@ def _looks_like_text(buf) -> bool:
 
 def _parse(buf) -> tuple[ModelProto, GraphProto, list[Initializer]]:
     top = list(iter_fields(buf))
-    model = ModelProto.FromString(copy_fields_except(buf, top, frozenset({_MODEL_GRAPH})))
+    rest = copy_fields_except(buf, top, frozenset({_MODEL_GRAPH}), _large_fields(buf, top, _MODEL))
+    model = ModelProto.FromString(rest)
     graph_fields = [f for f in top if f.number == _MODEL_GRAPH and f.wire_type == LENGTH]
     graph = model.graph  # parsed in place: copying a 20,000-node graph afterwards costs ~50 ms
     if graph_fields:
@@ -300,36 +377,56 @@ def _parse(buf) -> tuple[ModelProto, GraphProto, list[Initializer]]:
     for graph_field in graph_fields:
         fields = list(iter_fields(buf, graph_field.value_start, graph_field.end))
         skip = frozenset({_GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER})
-        graph.MergeFromString(copy_fields_except(buf, fields, skip))
+        graph.MergeFromString(copy_fields_except(buf, fields, skip, _large_fields(buf, fields, _GRAPH, skip)))
         for f in fields:
             if f.number == _GRAPH_INITIALIZER and f.wire_type == LENGTH:
                 initializers.append(_initializer_header(buf, f.value_start, f.end))
             elif f.number == _GRAPH_SPARSE_INITIALIZER and f.wire_type == LENGTH:
-                sparse = onnx.SparseTensorProto.FromString(bytes(buf[f.value_start:f.end]))
+                sparse = onnx.SparseTensorProto.FromString(_without_large_tensors(buf, f.value_start, f.end, _SPARSE))
                 initializers.append(_sparse_header(sparse))
     return model, graph, initializers
 
 
-_WHOLE_TENSOR_MAX = 1 << 16  # bytes; smaller tensors are parsed whole (a transient copy this small)
+def _large_fields(buf, fields, kind: int, skip: frozenset[int] = frozenset()) -> dict[int, bytes]:
+    """Replacements (for ``copy_fields_except``) of the fields of a ``kind`` message that are larger
+    than SMALL_TENSOR_BYTES and may hold tensors: re-encoded without large tensor data. A field this
+    small cannot hold a large tensor and is copied as is, so a typical graph replaces nothing."""
+    paths = _TENSOR_PATHS[kind]
+    return {f.start: encode_length_delimited(f.number, _without_large_tensors(buf, f.value_start, f.end,
+                                                                               paths[f.number]))
+            for f in fields if f.number in paths and f.number not in skip and f.wire_type == LENGTH
+            and f.end - f.value_start > SMALL_TENSOR_BYTES}
+
+
+def _without_large_tensors(buf, start: int, end: int, kind: int) -> bytes:
+    """The ``kind`` message in ``buf[start:end]`` re-encoded with the data of every tensor over
+    SMALL_TENSOR_BYTES dropped (dims, dtype, name and external-data entries kept)."""
+    fields = list(iter_fields(buf, start, end))
+    if kind == _TENSOR:
+        return copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS)
+    return copy_fields_except(buf, fields, frozenset(), _large_fields(buf, fields, kind))
 
 
 def _initializer_header(buf, start: int, end: int) -> Initializer:
     # Speed: scanning a tensor's fields in Python costs ~40 us; the C++ parser reads a small one
     # whole in a few. Large tensors still have their data skipped, so memory stays bounded.
-    fields = None
-    if end - start <= _WHOLE_TENSOR_MAX:
-        header = TensorProto.FromString(bytes(buf[start:end]))
-    else:
-        fields = list(iter_fields(buf, start, end))
-        header = TensorProto.FromString(copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS))
+    if end - start <= SMALL_TENSOR_BYTES:
+        return _tensor_header(TensorProto.FromString(bytes(buf[start:end])))
+    fields = list(iter_fields(buf, start, end))
+    header = TensorProto.FromString(copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS))
+    return _tensor_header(header, sum(f.end - f.value_start for f in fields if f.number == _TENSOR_STRING_DATA))
+
+
+def _tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initializer:
+    """Name, dtype, shape and size of a tensor. Strings are sized from their data (0 once stripped
+    inside a large node), or from ``string_bytes`` when the caller skipped the data itself."""
     shape = tuple(header.dims)
     count = 1
     for dim in shape:
         count *= dim
     nbytes = (count * dtype_bits(header.data_type) + 7) // 8
     if header.data_type == TensorProto.STRING:
-        nbytes = (sum(len(s) for s in header.string_data) if fields is None
-                  else sum(f.end - f.value_start for f in fields if f.number == 6))
+        nbytes = sum(len(s) for s in header.string_data) if string_bytes is None else string_bytes
     location = None
     if header.data_location == TensorProto.EXTERNAL:
         entries = {e.key: e.value for e in header.external_data}
@@ -366,10 +463,14 @@ def _check_external_locations(model_path: Path, initializers: list[Initializer])
 
 
 def _spec(value_info: onnx.ValueInfoProto) -> TensorSpec:
-    kind = value_info.type.WhichOneof("value")
+    return _type_spec(value_info.name, value_info.type)
+
+
+def _type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
+    kind = type_proto.WhichOneof("value")
     if kind != "tensor_type":
-        return TensorSpec(value_info.name, kind.replace("_type", "") if kind else "unknown", 0, None)
-    tensor = value_info.type.tensor_type
+        return TensorSpec(name, kind.replace("_type", "") if kind else "unknown", 0, None)
+    tensor = type_proto.tensor_type
     shape: tuple[Dim, ...] | None = None
     if tensor.HasField("shape"):
         dims: list[Dim] = []
@@ -377,28 +478,76 @@ def _spec(value_info: onnx.ValueInfoProto) -> TensorSpec:
             which = dim.WhichOneof("value")
             dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
         shape = tuple(dims)
-    return TensorSpec(value_info.name, dtype_name(tensor.elem_type), tensor.elem_type, shape)
+    return TensorSpec(name, dtype_name(tensor.elem_type), tensor.elem_type, shape)
+
+
+# -- attributes and bodies, decoded on first access -----------------------------------------------
+
+def _nodes(protos) -> list[Node]:
+    """``Node``s for the NodeProtos of one graph (top level or body), in order."""
+    names = stable_node_names([(n.name, n.op_type) for n in protos])
+    return [Node(i, names[i], n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output),
+                 sum(1 for a in n.attribute if a.type in _GRAPH_ATTRIBUTES) if n.attribute else 0, n)
+            for i, n in enumerate(protos)]
+
+
+def _subgraph(graph: GraphProto) -> SubGraph:
+    inits = [_tensor_header(t) for t in graph.initializer] + [_sparse_header(s) for s in graph.sparse_initializer]
+    return SubGraph(graph.name, [_spec(v) for v in graph.input], [_spec(v) for v in graph.output],
+                    _nodes(graph.node), {i.name: i for i in inits}, {v.name: _spec(v) for v in graph.value_info})
+
+
+def _tensor_value(tensor: TensorProto) -> TensorValue:
+    header = _tensor_header(tensor)
+    values = None
+    if header.external_location is None and header.nbytes <= SMALL_TENSOR_BYTES:
+        try:
+            values = numpy_helper.to_array(tensor)
+        except (ValueError, TypeError):  # no data: stripped (stored larger than it counts) or malformed
+            pass
+    return TensorValue(header.name, header.dtype, header.shape, header.nbytes, header.external_location, values)
+
+
+def _sparse_value(sparse: onnx.SparseTensorProto) -> TensorValue:
+    header = _sparse_header(sparse)  # values are not densified: no consumer needs them
+    return TensorValue(header.name, header.dtype, header.shape, header.nbytes, None)
+
+
+def _text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+_DECODERS = {
+    AttributeProto.FLOAT: lambda a: a.f,
+    AttributeProto.INT: lambda a: a.i,
+    AttributeProto.STRING: lambda a: _text(a.s),
+    AttributeProto.TENSOR: lambda a: _tensor_value(a.t),
+    AttributeProto.GRAPH: lambda a: _subgraph(a.g),
+    AttributeProto.SPARSE_TENSOR: lambda a: _sparse_value(a.sparse_tensor),
+    AttributeProto.TYPE_PROTO: lambda a: _type_spec("", a.tp),
+    AttributeProto.FLOATS: lambda a: list(a.floats),
+    AttributeProto.INTS: lambda a: list(a.ints),
+    AttributeProto.STRINGS: lambda a: [_text(s) for s in a.strings],
+    AttributeProto.TENSORS: lambda a: [_tensor_value(t) for t in a.tensors],
+    AttributeProto.GRAPHS: lambda a: [_subgraph(g) for g in a.graphs],
+    AttributeProto.SPARSE_TENSORS: lambda a: [_sparse_value(t) for t in a.sparse_tensors],
+    AttributeProto.TYPE_PROTOS: lambda a: [_type_spec("", t) for t in a.type_protos],
+}
+
+
+def _attribute_value(attr: AttributeProto) -> AttributeValue:
+    decode = _DECODERS.get(attr.type)
+    return decode(attr) if decode is not None else None
 
 
 def _build(path: Path, size: int, model: ModelProto, graph: GraphProto, inits: list[Initializer]) -> ModelGraph:
     opsets = {op.domain or "": op.version for op in model.opset_import}
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets.pop("ai.onnx")
-    raw = [(n.name, n.op_type) for n in graph.node]
-    names = stable_node_names(raw)
-    nodes = [
-        Node(
-            index=i,
-            name=names[i],
-            onnx_name=n.name,
-            op_type=n.op_type,
-            domain=n.domain,
-            inputs=tuple(n.input),
-            outputs=tuple(n.output),
-            subgraphs=sum(1 for a in n.attribute if a.type in _GRAPH_ATTRIBUTES) if n.attribute else 0,
-        )
-        for i, n in enumerate(graph.node)
-    ]
+    nodes = _nodes(graph.node)
     initializers = {i.name: i for i in inits}
     listed_inputs = [_spec(v) for v in graph.input]
     warnings = _compatibility_warnings(model, opsets, nodes)
