@@ -29,7 +29,11 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
                         help="fix a symbolic dimension (repeatable); batch=1 and sequence "
                              "lengths are pre-filled")
     parser.add_argument("--fp16", action="store_true", help="run float models in HTP fp16 precision")
-    parser.add_argument("--soc", metavar="NAME", help="Snapdragon SoC to compile for (see --list-socs)")
+    from .socs import SOCS
+
+    parser.add_argument("--soc", metavar="NAME",
+                        help="Snapdragon SoC to compile for: " + ", ".join(s.key for s in SOCS)
+                             + " (or a QNN soc_model number)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra QNN provider option passed through (repeatable)")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
