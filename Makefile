@@ -29,6 +29,8 @@ test: $(VENV)/.dev system-deps
 
 bench: $(VENV)/.runtime
 	$(PY) -m dashboard bench
+	$(PY) benchmarks/partition_bench.py
+	$(PY) benchmarks/migration_bench.py
 
 samples: $(VENV)/.runtime
 	$(PY) -m dashboard.samples samples

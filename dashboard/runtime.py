@@ -14,6 +14,7 @@ import platform
 import re
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -139,32 +140,72 @@ def session_options(config: SessionConfig) -> ort.SessionOptions:
     return options
 
 
+# Where ORT looks for external-data files of a model given as bytes (the partition analysis feeds
+# a renamed copy of the model from memory; its weights stay next to the original file).
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
 _NATIVE_ERROR = re.compile(r"\[E:onnxruntime:[^\]]*\]\s*(?:\x1b\[m)?(.*?)(?:\x1b\[m)?$")
+
+
+class _NativeLogCapture:
+    """One redirection of fd 2 shared by every thread that captures at the same time.
+
+    fd 2 is process-wide, so two threads redirecting it independently (sessions built in parallel
+    by the partition analysis) would restore each other's descriptors. Instead the first capture
+    redirects fd 2 into a temporary file, later ones join it, each reads the lines written while
+    it was open, and the last one restores fd 2 and passes the text through to the real stderr."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.saved: int | None = None
+        self.sink = None
+
+    def enter(self) -> int:
+        with self.lock:
+            if self.users == 0:
+                sys.stderr.flush()
+                self.sink = tempfile.TemporaryFile()
+                self.saved = os.dup(2)
+                os.dup2(self.sink.fileno(), 2)
+            self.users += 1
+            return os.fstat(self.sink.fileno()).st_size
+
+    def leave(self, start: int) -> str:
+        with self.lock:
+            sys.stderr.flush()
+            sink = self.sink
+            text = os.pread(sink.fileno(), os.fstat(sink.fileno()).st_size - start, start).decode("utf-8", "replace")
+            self.users -= 1
+            if self.users == 0:
+                os.dup2(self.saved, 2)
+                os.close(self.saved)
+                sink.seek(0)
+                os.write(2, sink.read())
+                sink.close()
+                self.sink, self.saved = None, None
+            return text
+
+
+_CAPTURE = _NativeLogCapture()
 
 
 @contextmanager
 def captured_native_log() -> Iterator[list[str]]:
     """Capture what native code writes to fd 2 (ONNX Runtime's and QNN's logger) while the block
     runs; the list is filled with the error lines when the block exits. The text is also passed
-    through to the real stderr so nothing is hidden from a terminal."""
+    through to the real stderr so nothing is hidden from a terminal. Thread-safe: concurrent
+    captures share one redirection (a line written by another thread in the same window is seen
+    by both)."""
     lines: list[str] = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            text = sink.read().decode("utf-8", "replace")
-            os.write(2, text.encode())
-            for raw in text.splitlines():
-                match = _NATIVE_ERROR.search(raw)
-                if match:
-                    lines.append(match.group(1).strip())
+    start = _CAPTURE.enter()
+    try:
+        yield lines
+    finally:
+        for raw in _CAPTURE.leave(start).splitlines():
+            match = _NATIVE_ERROR.search(raw)
+            if match:
+                lines.append(match.group(1).strip())
 
 
 @dataclass
@@ -180,9 +221,16 @@ class SessionHandle:
         """EP name -> [(node name, op type)] as the session reports (needs
         ``session.record_ep_graph_assignment_info=1`` in the config)."""
         out: dict[str, list[tuple[str, str]]] = {}
-        for subgraph in self.session.get_provider_graph_assignment_info():
-            out.setdefault(subgraph.ep_name, []).extend((n.name, n.op_type) for n in subgraph.get_nodes())
+        for ep_name, nodes in self.assignment():
+            out.setdefault(ep_name, []).extend(nodes)
         return out
+
+    def assignment(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """One entry per subgraph the session formed: (EP name, [(node name, op type)]). The
+        number of QNN entries is the number of QNN subgraphs (needs
+        ``session.record_ep_graph_assignment_info=1``)."""
+        return [(subgraph.ep_name, [(n.name, n.op_type) for n in subgraph.get_nodes()])
+                for subgraph in self.session.get_provider_graph_assignment_info()]
 
 
 def first_error(errors: list[str], fallback: str) -> str:
@@ -193,8 +241,16 @@ def first_error(errors: list[str], fallback: str) -> str:
     return errors[0] if errors else fallback
 
 
-def create_session(model: str | bytes, config: SessionConfig) -> SessionHandle:
-    """Create a session; raise ``UserError`` with the runtime's own message if it fails."""
+def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bool = False) -> SessionHandle:
+    """Create a session; raise ``UserError`` with the runtime's own message if it fails.
+
+    When a QNN backend cannot set up (no Adreno, a bad option), ONNX Runtime still creates the
+    session and silently runs every node on the CPU EP. ``require_qnn`` turns that into a failure
+    carrying QNN's own message: what a caller asking for ``htp`` or ``gpu`` means.
+    """
+    if require_qnn and config.backend != "cpu":
+        record = {"session.record_ep_graph_assignment_info": "1"}
+        config = SessionConfig(**{**config.to_json(), "session_config": {**config.session_config, **record}})
     options = session_options(config)
     providers = None if config.backend != "cpu" else [CPU_EP]
     start = time.perf_counter()
@@ -208,7 +264,11 @@ def create_session(model: str | bytes, config: SessionConfig) -> SessionHandle:
     if "session" not in locals():
         detail = first_error(errors, _short(message))
         raise UserError(f"session creation failed on {config.backend}: {detail}") from failure
-    return SessionHandle(session, config, elapsed, errors)
+    handle = SessionHandle(session, config, elapsed, errors)
+    if require_qnn and config.backend != "cpu" and not handle.assigned_nodes().get(QNN_EP):
+        detail = first_error(errors, "QNN claimed no node: every node would run on the CPU EP")
+        raise UserError(f"QNN {config.backend} is not running this model: {detail}")
+    return handle
 
 
 def _short(message: str) -> str:
@@ -265,16 +325,11 @@ def probe_model_bytes() -> bytes:
 def probe_backend(backend: str) -> ProbeResult:
     """Does ``backend`` initialize and claim nodes here? A session that "succeeds" while the
     backend failed to set up silently falls back to CPU, so success means QNN claimed the nodes."""
-    config = SessionConfig(backend=backend, session_config={"session.record_ep_graph_assignment_info": "1"})
     start = time.perf_counter()
     try:
-        handle = create_session(probe_model_bytes(), config)
+        create_session(probe_model_bytes(), SessionConfig(backend=backend), require_qnn=True)
     except UserError as exc:
         return ProbeResult(backend, False, str(exc), time.perf_counter() - start)
-    claimed = handle.assigned_nodes().get(QNN_EP) if backend != "cpu" else [("all", "")]
-    if not claimed:
-        reason = first_error(handle.native_errors, "the QNN EP claimed no node of a trivial model")
-        return ProbeResult(backend, False, reason, time.perf_counter() - start)
     return ProbeResult(backend, True, None, time.perf_counter() - start)
 
 
@@ -289,15 +344,19 @@ def shared_memory_status() -> tuple[bool, str | None]:
     return True, None
 
 
-def optimized_model(model_path: str, out_path: str, level: str = "basic") -> str:
+def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic",
+                    dims: dict[str, int] | None = None, session_config: dict[str, str] | None = None) -> str:
     """Save the graph as ONNX Runtime hands it to execution providers.
 
     ORT applies its EP-independent level-1 optimizations (constant folding, Conv+BatchNorm fusion,
     Identity/Dropout elimination ...) *before* partitioning, so an EP's ``GetCapability`` — and the
     proposed ``backend_type=auto`` classifier inside it — sees that graph, not the file. A CPU-EP
-    session at ``basic`` level writes the same level-1 result to ``out_path``.
+    session at ``basic`` level writes the same level-1 result to ``out_path``. ``dims`` are the
+    free-dimension overrides the real session uses (they decide what constant folding removes);
+    ``session_config`` adds entries (e.g. ``EXTERNAL_DATA_FOLDER`` when ``model_path`` is bytes).
     """
-    config = SessionConfig(backend="cpu", optimization_level=level, session_config={
+    config = SessionConfig(backend="cpu", optimization_level=level, dims=dict(dims or {}), session_config={
+        **(session_config or {}),
         # Weights go to a side file: the graph is what matters, and >2 GB models stay writable.
         "session.optimized_model_external_initializers_file_name": os.path.basename(out_path) + ".data",
         "session.optimized_model_external_initializers_min_size_in_bytes": "1024",
@@ -313,3 +372,94 @@ def optimized_model(model_path: str, out_path: str, level: str = "basic") -> str
     if failure is not None:
         raise UserError(f"onnxruntime could not load the model: {first_error(errors, _short(failure))}")
     return out_path
+
+
+# -- HTP shared memory (seed 001) and device identity: used by the migration runner (issue 4) --------
+
+# Where the QNN EP's HTP shared-memory allocator lives: its factory declares the memory as
+# CreateMemoryInfo_V2("QnnHtpShared", OrtMemoryInfoDeviceType_CPU, vendor 0x5143 (Qualcomm), device 0,
+# OrtDeviceMemoryType_HOST_ACCESSIBLE) (onnxruntime-qnn, core/providers/qnn/qnn_provider_factory.cc),
+# and registers that allocator with a session only when enable_htp_shared_memory_allocator=1.
+_HOST_ACCESSIBLE = 5  # OrtDevice::MemType::HOST_ACCESSIBLE
+_QUALCOMM_VENDOR_ID = 0x5143
+
+
+def shared_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
+    """The OrtDevice of the QNN HTP shared memory (CPU-visible, HOST_ACCESSIBLE, Qualcomm)."""
+    C = ort.capi.onnxruntime_pybind11_state
+    return C.OrtDevice(C.OrtDevice.cpu(), _HOST_ACCESSIBLE, _QUALCOMM_VENDOR_ID, 0)
+
+
+def cpu_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
+    """Ordinary CPU memory: the copy path, and what tests bind when there is no rpcmem."""
+    C = ort.capi.onnxruntime_pybind11_state
+    return C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0, 0)
+
+
+class BoundRunner:
+    """Runs a session through IOBinding with inputs and outputs allocated once in ``device`` memory
+    by the session's own allocator (for ``shared_memory_device()`` that is the QNN EP's
+    HtpSharedMemoryAllocator, so the HTP reads and writes the buffers without a CPU copy).
+
+    ``example`` fixes the input shapes and ``output_shapes`` the outputs' (the first plain run's).
+    Raises ``UserError`` with the runtime's message when the session has no allocator for
+    ``device`` (e.g. the allocator option was off, or no rpcmem on this host). One runner per
+    thread: a binding holds fixed buffers.
+    """
+
+    def __init__(self, session: ort.InferenceSession, device, example: dict[str, np.ndarray],
+                 outputs: list[np.ndarray]) -> None:
+        self.session = session
+        self.binding = session.io_binding()
+        self.inputs: dict[str, ort.OrtValue] = {}
+        self.outputs: list[ort.OrtValue] = []
+        try:
+            for name, array in example.items():
+                value = self._allocate(array.shape, array.dtype, device)
+                self.binding.bind_ortvalue_input(name, value)
+                self.inputs[name] = value
+            for meta, array in zip(session.get_outputs(), outputs):
+                value = self._allocate(array.shape, array.dtype, device)
+                self.binding.bind_ortvalue_output(meta.name, value)
+                self.outputs.append(value)
+        except Exception as exc:  # ORT raises plain RuntimeError/Fail for a missing allocator
+            raise UserError(f"cannot bind inputs/outputs in that memory: {_short(str(exc).strip())}") from None
+
+    def _allocate(self, shape, dtype, device) -> ort.OrtValue:
+        # The public wrapper only builds default-memory devices; the session's allocator for a
+        # HOST_ACCESSIBLE device is reached through the binding's C session.
+        sess = self.session._sess
+        return ort.OrtValue(sess.create_ortvalue_from_shape_and_type(list(shape), dtype, device), session=sess)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Write ``feeds`` into the bound buffers, run, and read the bound outputs."""
+        for name, array in feeds.items():
+            self.inputs[name].update_inplace(np.ascontiguousarray(array))
+        self.session.run_with_iobinding(self.binding)
+        return [value.numpy() for value in self.outputs]
+
+
+def soc_info() -> dict:
+    """What this host says about its Snapdragon part, where it says anything: the kernel's SoC
+    identity (Linux/Android ``/sys/devices/soc0``), the QNN EP devices' hardware metadata
+    (Windows reports the NPU's description there), and nothing invented where absent."""
+    info: dict = {}
+    soc0 = "/sys/devices/soc0"
+    for key in ("machine", "family", "soc_id", "revision"):
+        try:
+            with open(os.path.join(soc0, key), encoding="utf-8") as handle:
+                info[key] = handle.read().strip()
+        except OSError:
+            pass
+    try:
+        devices = register()
+    except UserError:
+        devices = ()
+    info["ep_devices"] = [{
+        "type": str(d.device.type).rsplit(".", 1)[-1],
+        "vendor": d.device.vendor,
+        "vendor_id": d.device.vendor_id,
+        "device_id": d.device.device_id,
+        "metadata": dict(d.device.metadata),
+    } for d in devices]
+    return info

@@ -1,0 +1,172 @@
+"""Benchmark the partition analysis against a bare QNN session, in the same run.
+
+    .venv/bin/python benchmarks/partition_bench.py [--model PATH] [--nodes 5000] [--skip-page]
+
+Prints, each measured in this run:
+
+1. first run: ``python -m dashboard partition MODEL --fp16 --json`` (empty cache) against a bare
+   ``python -c`` script that registers the EP and creates the same QNN HTP session (same fp16 /
+   SoC / dimension options); target ratio <= 1.5;
+2. cached re-run: ``partitions.analyze`` answering from the disk cache (target < 100 ms), and the
+   same CLI command again;
+3. the Partitions page on a generated model of ``--nodes`` nodes: first render (analysis cached
+   beforehand) and a rerun after selecting a node, under ``streamlit.testing.v1.AppTest``, next to
+   the Overview page of the same model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dashboard.samples import sample_path  # noqa: E402
+from dashboard.socs import DEFAULT_SOC, resolve_soc  # noqa: E402
+
+BARE = """
+import onnxruntime as ort, onnxruntime_qnn
+ort.set_default_logger_severity(3)
+ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
+devs = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
+so = ort.SessionOptions()
+for k, v in {dims!r}.items():
+    so.add_free_dimension_override_by_name(k, v)
+so.add_provider_for_devices(devs, {{"backend_type": "htp", "soc_model": "{soc_model}", "htp_arch": "{htp_arch}",
+                                  "enable_htp_fp16_precision": "1"}})
+ort.InferenceSession({path!r}, so)
+"""
+
+
+def timed(command: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env=env, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def vit_small(folder: Path) -> Path:
+    """A ViT-S/16-size classifier (12 layers, hidden 384, 88 MB of float32 weights)."""
+    import onnx
+
+    from dashboard.samples import build_vit_classifier
+
+    path = folder / "vit_s16.onnx"
+    onnx.save(build_vit_classifier(layers=12, hidden=384, heads=6, ffn=1536), path)
+    return path
+
+
+def compare(model: str, dim_args: list[str], dims: dict, soc, env: dict, repeat: int = 3) -> None:
+    """Bare session vs. first run of the CLI (best of ``repeat``, cache emptied each time), then
+    cached re-runs."""
+    import shutil
+
+    from dashboard.partitions import PartitionOptions, analyze, cache_dir
+
+    bare_cmd = [sys.executable, "-c", BARE.format(path=model, dims=dims, soc_model=soc.soc_model,
+                                                  htp_arch=soc.htp_arch)]
+    cli_cmd = [sys.executable, "-m", "dashboard", "partition", model, "--fp16", "--json"]
+    cli_cmd += [a for d in dim_args for a in ("--dim", d)]
+    timed(bare_cmd, env)  # warm the file system cache for both
+    bares, firsts = [], []
+    for _ in range(repeat):
+        bares.append(timed(bare_cmd, env))
+        shutil.rmtree(cache_dir(), ignore_errors=True)
+        firsts.append(timed(cli_cmd, env))
+    bare, first = min(bares), min(firsts)
+    cached_cli = timed(cli_cmd, env)
+    options = PartitionOptions(dims=dims, fp16=True)
+    analyze(model, options)
+    start = time.perf_counter()
+    report = analyze(model, options)
+    cached = time.perf_counter() - start
+    assert report.cached
+    print(f"model: {model} ({len(report.node_order)} nodes)")
+    print(f"  bare QNN session script:        {bare:7.2f} s")
+    print(f"  partition CLI, first run:       {first:7.2f} s   ratio {first / bare:.2f} (target <= 1.5)")
+    print(f"  partition CLI, cached re-run:   {cached_cli:7.2f} s   ratio {cached_cli / bare:.2f}")
+    print(f"  analyze() from the cache:       {cached * 1000:7.1f} ms  (target < 100 ms)")
+
+
+def big_model(nodes: int, path: Path) -> Path:
+    """A ``nodes``-node float graph on [1, 64]: element-wise chains with an Erf (refused by QNN)
+    every 97 nodes and a Tanh (both backends) elsewhere, so the plans have many segments."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    ops = ["Add", "Mul", "Sigmoid", "Tanh", "Sub", "Relu"]
+    graph_nodes, prev = [], "x"
+    for i in range(nodes):
+        op = "Erf" if i % 97 == 50 else ops[i % len(ops)]
+        inputs = [prev, "x"] if op in ("Add", "Mul", "Sub") else [prev]
+        graph_nodes.append(helper.make_node(op, inputs, [f"t{i}"], name=f"n{i}_{op}"))
+        prev = f"t{i}"
+    graph = helper.make_graph(graph_nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 64])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+def page_times(path: Path, page: str, repeat: int = 3) -> tuple[float, float]:
+    """(first render, rerun after selecting a node) of a page under AppTest, best of ``repeat``."""
+    from streamlit.testing.v1 import AppTest
+
+    script = (f"from dashboard.views import state\nif state.current_model() is None:\n"
+              f"    state.select({str(path)!r}, 'bench', 'path')\n"
+              f"from dashboard.views.{page} import render\nrender()\n")
+    firsts, reruns = [], []
+    for _ in range(repeat):
+        at = AppTest.from_string(script, default_timeout=900)
+        start = time.perf_counter()
+        at.run()
+        firsts.append(time.perf_counter() - start)
+        if at.exception:
+            raise RuntimeError(at.exception[0].value)
+        if page == "partitions":
+            options = at.selectbox(key="pt_node_pick").options
+            at.selectbox(key="pt_node_pick").set_value(options[len(options) // 2])
+        start = time.perf_counter()
+        at.run()
+        reruns.append(time.perf_counter() - start)
+    return min(firsts), min(reruns)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", action="append", default=[],
+                        help="model(s) to compare (default: the bundled ViT sample and a ViT-S/16-size one)")
+    parser.add_argument("--dim", action="append", default=["batch_size=1"])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--skip-page", action="store_true")
+    args = parser.parse_args()
+    dims = {k: int(v) for k, v in (d.split("=") for d in args.dim)}
+    soc = resolve_soc(DEFAULT_SOC)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "QNN_LAB_CACHE": tmp, "PYTHONPATH": str(ROOT)}
+        os.environ["QNN_LAB_CACHE"] = tmp
+        models = args.model or [str(sample_path("vit_classifier.onnx")), str(vit_small(Path(tmp)))]
+        for model in models:
+            compare(model, args.dim, dims, soc, env)
+        if not args.skip_page:
+            from dashboard.partitions import PartitionOptions, analyze
+
+            big = big_model(args.nodes, Path(tmp) / f"big_{args.nodes}.onnx")
+            start = time.perf_counter()
+            analyze(big, PartitionOptions())
+            analysis = time.perf_counter() - start
+            p_first, p_rerun = page_times(big, "partitions")
+            o_first, o_rerun = page_times(big, "overview")
+            print(f"{args.nodes}-node model: analysis {analysis:.1f} s (then cached)")
+            print(f"  Partitions page: first render {p_first:.2f} s, rerun after selecting a node {p_rerun:.2f} s")
+            print(f"  Overview page:   first render {o_first:.2f} s, rerun {o_rerun:.2f} s  "
+                  f"(partitions/overview first-render ratio {p_first / o_first:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

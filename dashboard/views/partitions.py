@@ -1,0 +1,416 @@
+"""Partitions page: which nodes HTP and GPU claim, why not, the classes, and the migration plans.
+
+Built to answer "which nodes keep my model off the NPU, and why" in one look: right under the
+knobs come the per-backend status, the class counts, and the table of nodes the HTP refuses with
+the EP's own reason and the GPU's verdict beside it. Below: the per-op-type table, the segment
+strip of each plan, the coloured graph (collapsed into segments for large models, zoomable into
+one segment) and the selected node's details. Every GPU figure says whether it was measured or
+predicted. Changing a knob re-runs the analysis (answered from the on-disk cache when seen
+before) and shows what changed against the previous run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import graph_render, gpu_rules
+from dashboard.errors import UserError
+from dashboard.model_io import ModelGraph
+from dashboard.partitions import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
+from dashboard.plans import SEGMENT_LABELS
+from dashboard.shapes import TensorShape, default_dims
+from dashboard.socs import DEFAULT_SOC, SOCS
+from dashboard.support import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
+from dashboard.views import state
+from dashboard.views.safe import md, short
+
+_REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
+_HISTORY = "partition_history"      # [(options key, summary)] last two runs, for the difference
+_DEVICES = "partition_device_reports"
+_NODE = "partition_node"
+_NODE_PICK = "pt_node_pick"
+STATUS_BADGE = {MEASURED: ":green-badge[measured]", PREDICTED: ":orange-badge[predicted]",
+                "failed": ":red-badge[failed]"}
+
+
+def render() -> None:
+    selected = state.require_model()
+    graph = state.loaded_graph()
+    st.title("Partitions", anchor=False)
+    st.caption(f"{md(selected.name, 120)} · which nodes the QNN HTP and GPU backends claim, why not, and "
+               "what hot migration would run where")
+    try:
+        options, timeout = _knobs(graph, selected.digest)
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    devices = _device_reports(selected.digest)
+    report = _report(selected, options, timeout, devices)
+    if report is None:
+        return
+    _diff_against_previous(report, options)
+    _backend_status(report)
+    _class_metrics(report)
+    _off_npu(report)
+    plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
+                                                      key="pt_tabs")
+    with plan_tab:
+        _plans(report)
+    with graph_tab:
+        _graph(report, graph)
+    with ops_tab:
+        _op_types(report)
+    with rules_tab:
+        _rule_table()
+    _node_details(report, graph)
+    for note in report.notes:
+        st.caption(f"Note: {md(note)}")
+    st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
+                       file_name="partition_report.json", mime="application/json", icon=":material/download:")
+
+
+# -- knobs ---------------------------------------------------------------------------------------------
+def _is_float_model(graph: ModelGraph) -> bool:
+    return any(t.dtype in ("float32", "float64") for t in graph.inputs) or any(
+        i.dtype == "float32" for i in graph.initializers.values())
+
+
+def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float]:
+    defaults = default_dims(graph)
+    with st.expander("Analysis options: dimensions, precision, SoC, provider options", expanded=False,
+                     icon=":material/tune:"):
+        left, mid, right = st.columns([2, 2, 3], gap="medium")
+        with left:
+            backends = st.multiselect("Backends", ["htp", "gpu"], default=["htp", "gpu"], key=f"pt_backends_{digest}")
+            fp16 = st.toggle("HTP fp16 precision", value=_is_float_model(graph), key=f"pt_fp16_{digest}",
+                             help="Float32 graphs of any size rarely fit the HTP without it "
+                                  "(QNN_COMMON_ERROR_MEM_ALLOC at finalize); needs a SoC.")
+            soc_keys = [s.key for s in SOCS]
+            soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC),
+                               format_func=lambda k: next(s.name for s in SOCS if s.key == k),
+                               key=f"pt_soc_{digest}")
+        with mid:
+            level = st.selectbox("ONNX Runtime optimization level", OPT_LEVELS, key=f"pt_level_{digest}",
+                                 help="Level-1 optimizations run before partitioning; 'disabled' measures the "
+                                      "file's graph as it is.")
+            timeout = st.number_input("Timeout (s)", min_value=10, max_value=7200, value=int(DEFAULT_TIMEOUT),
+                                      step=30, key=f"pt_timeout_{digest}")
+            extra = st.text_area("Extra QNN provider options (KEY=VALUE per line)", key=f"pt_opts_{digest}",
+                                 height=90, placeholder="htp_graph_finalization_optimization_mode=3")
+        with right:
+            dims = {}
+            if defaults:
+                st.markdown("**Symbolic dimensions** (pre-filled; QNN needs them fixed)")
+                cols = st.columns(2)
+                for i, (name, default) in enumerate(defaults.items()):
+                    dims[name] = int(cols[i % 2].number_input(
+                        short(name, 40), min_value=1, value=default.value, step=1, key=f"pt_dim_{digest}_{name}",
+                        help=default.why + (" — a guess" if default.guessed else "")))
+            else:
+                st.markdown("All input shapes are static.")
+    lines = [line for line in (extra or "").splitlines() if line.strip()]
+    options = PartitionOptions(backends=tuple(backends or ("htp",)), dims=dims, fp16=fp16, soc=soc if fp16 else None,
+                               provider_options=parse_assignments(lines, "provider option"),
+                               optimization_level=level)
+    return options, float(timeout)
+
+
+def _device_reports(digest: str) -> list[tuple[str, str]]:
+    stored: dict = st.session_state.setdefault(_DEVICES, {})
+    reports = stored.setdefault(digest, [])
+    with st.expander("Device report: replace predicted GPU figures with ones measured on a Snapdragon",
+                     icon=":material/upload_file:", expanded=False):
+        st.markdown("Run `python -m dashboard partition MODEL --out report.json` on the device (same options), "
+                    "then upload the file here.")
+        upload = st.file_uploader("Device report (JSON)", type=["json"], key=f"pt_device_{digest}")
+        if upload is not None:
+            text = upload.getvalue().decode("utf-8", "replace")
+            if (upload.name, text) not in reports:
+                reports.append((upload.name, text))
+        for name, _ in reports:
+            st.markdown(f"- {md(name)}")
+        if reports and st.button("Forget device reports", key=f"pt_forget_{digest}"):
+            reports.clear()
+            st.rerun()
+    return list(reports)
+
+
+# -- running ---------------------------------------------------------------------------------------------
+def _options_key(options: PartitionOptions, devices: list[tuple[str, str]]) -> str:
+    blob = json.dumps({"o": options.to_json(), "d": [hashlib.blake2b(t.encode(), digest_size=8).hexdigest()
+                                                     for _, t in devices]}, sort_keys=True)
+    return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
+
+
+def _report(selected, options: PartitionOptions, timeout: float,
+            devices: list[tuple[str, str]]) -> PartitionReport | None:
+    key = f"{selected.digest}:{_options_key(options, devices)}"
+    reports: dict = st.session_state.setdefault(_REPORTS, {})
+    if key in reports:
+        return reports[key]
+    with st.status("Analysing partitions…", expanded=True) as status:
+        bar = st.progress(0.0, text="starting")
+
+        def on_event(event: dict) -> None:
+            if "stage" in event:
+                bar.progress(min(max(float(event.get("progress", 0.0)), 0.0), 1.0), text=event["stage"])
+            elif event.get("kind") == "upload":
+                bar.progress(0.0, text=f"sending the model: {event['sent'] / max(event['total'], 1):.0%}")
+
+        try:
+            report = analyze(selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
+                             digest=selected.digest)
+        except UserError as exc:
+            status.update(label="The analysis could not start", state="error")
+            st.error(md(exc), icon=":material/error:")
+            return None
+        failed = [b for b, r in report.backends.items() if r.status == "failed"]
+        label = ("From the cache" if report.cached else f"Analysed in {report.elapsed_s:.1f} s") + \
+            (f" — {', '.join(failed)} failed" if failed else "")
+        status.update(label=label, state="error" if failed else "complete", expanded=False)
+    if len(reports) > 16:
+        reports.pop(next(iter(reports)))
+    reports[key] = report
+    return report
+
+
+def _summary(report: PartitionReport) -> dict:
+    return {"counts": report.classes.counts(), "classes": report.classes.of(),
+            "segments": {k: p["segment_count"] for k, p in report.plans.items()}}
+
+
+def _diff_against_previous(report: PartitionReport, options: PartitionOptions) -> None:
+    history: list = st.session_state.setdefault(_HISTORY, [])
+    key = f"{report.digest}:{json.dumps(options.to_json(), sort_keys=True)}"
+    if not history or history[-1][0] != key:
+        history.append((key, _summary(report), options.to_json()))
+        del history[:-2]
+    if len(history) < 2 or not history[0][0].startswith(report.digest):
+        return
+    (_, before, old_opts), (_, after, new_opts) = history
+    changed_opts = {k: (old_opts.get(k), v) for k, v in new_opts.items() if old_opts.get(k) != v}
+    moved = [(n, before["classes"].get(n, "—"), c) for n, c in after["classes"].items()
+             if before["classes"].get(n) != c]
+    with st.container(border=True):
+        st.markdown("**Compared with the previous run** — changed: " + md(", ".join(
+            f"{k}: {old} → {new}" for k, (old, new) in changed_opts.items()) or "nothing"))
+        cols = st.columns(len(CLASSES) + 1)
+        for col, cls in zip(cols, (*CLASSES, "removed")):
+            col.metric(CLASS_LABELS[cls], after["counts"][cls], after["counts"][cls] - before["counts"][cls])
+        if moved:
+            st.dataframe(pd.DataFrame([{"node": short(n), "before": CLASS_LABELS.get(b, b),
+                                        "after": CLASS_LABELS.get(a, a)} for n, b, a in moved[:500]]),
+                         hide_index=True, width="stretch", height=min(38 + 35 * len(moved), 260))
+
+
+# -- headline --------------------------------------------------------------------------------------------
+def _backend_status(report: PartitionReport) -> None:
+    cols = st.columns(max(len(report.backends), 1))
+    for col, (name, backend) in zip(cols, report.backends.items()):
+        with col.container(border=True):
+            claimed = sum(1 for v in backend.nodes.values() if v.supported)
+            st.markdown(f"**{name.upper()}** {STATUS_BADGE.get(backend.status, backend.status)}")
+            if backend.nodes:
+                where = f" in {backend.qnn_subgraphs} QNN subgraph(s)" if backend.status == MEASURED else ""
+                st.markdown(f"{'claims' if backend.status == MEASURED else 'predicted to claim'} "
+                            f"**{claimed} of {len(backend.nodes)}** nodes{where}")
+            st.caption(md(backend.source or "", 300))
+            if backend.error:
+                st.error(md(backend.error, 600), icon=":material/error:")
+            if backend.suggestion:
+                st.info(md(backend.suggestion), icon=":material/lightbulb:")
+            if backend.added_nodes:
+                added = ", ".join(f"{a['count']}× {a['op_type']}" for a in backend.added_nodes)
+                st.caption(f"Nodes the runtime inserted (not model nodes): {md(added)}")
+
+
+def _class_metrics(report: PartitionReport) -> None:
+    if report.classes.note:
+        st.warning(md(report.classes.note), icon=":material/warning:")
+        return
+    counts = report.classes.counts()
+    total = max(sum(counts[c] for c in CLASSES), 1)
+    gpu = report.backends.get("gpu")
+    tag = " (predicted)" if gpu is not None and gpu.status == PREDICTED else ""
+    cols = st.columns(len(CLASSES) + 1)
+    for col, cls in zip(cols, CLASSES):
+        col.metric(CLASS_LABELS[cls] + tag, f"{counts[cls]}",
+                   f"{counts[cls] / total:.0%} of executed nodes", delta_color="off", border=True)
+    cols[-1].metric("removed by ONNX Runtime", counts["removed"], "run on no backend", delta_color="off",
+                    border=True, help="Folded into constants or eliminated before partitioning.")
+
+
+def _off_npu(report: PartitionReport) -> None:
+    htp = report.backends.get("htp")
+    if htp is None or not htp.nodes:
+        return
+    gpu = report.backends.get("gpu")
+    refused = [(n, v) for n, v in htp.nodes.items() if not v.supported and v.status != "removed"]
+    st.subheader(f"{len(refused)} node(s) keep the model off the NPU", anchor=False)
+    if not refused:
+        st.success("The HTP claims every node ONNX Runtime hands it.", icon=":material/check_circle:")
+        return
+    rows = []
+    for name, verdict in refused:
+        g = gpu.nodes.get(name) if gpu else None
+        rows.append({"node": short(name), "op": verdict.op_type, "HTP reason": verdict.reason or "",
+                     f"GPU ({gpu.status if gpu else '—'})": ("claims" if g and g.supported else
+                                                             (g.reason or "refuses") if g else "—")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 420),
+                 column_config={"HTP reason": st.column_config.TextColumn(width="large")})
+
+
+# -- tabs ------------------------------------------------------------------------------------------------
+def _plans(report: PartitionReport) -> None:
+    if not report.plans:
+        st.info("Plans need per-node verdicts from both backends.")
+        return
+    for kind, plan in report.plans.items():
+        counts = ", ".join(f"{n} {SEGMENT_LABELS[b]}" for b, n in plan["segments_by_backend"].items())
+        size = f"{plan['transfer_bytes']:,} bytes" + ("" if plan["bytes_complete"] else
+                                                      f" + {plan['unknown_tensors']} tensor(s) of unknown size")
+        st.markdown(f"**{kind}** plan: {plan['segment_count']} segment(s) ({counts}); boundary copies {size}")
+        st.plotly_chart(graph_render.strip_figure(plan), key=f"strip_{kind}", config={"displayModeBar": False})
+        with st.expander(f"{kind}: segments and the tensors crossing their boundaries"):
+            rows = [{"#": s["index"], "backend": SEGMENT_LABELS[s["backend"]], "nodes": len(s["nodes"]),
+                     "first node": short(s["nodes"][0], 50), "inputs": len(s["inputs"]),
+                     "outputs": len(s["outputs"]), "boundary bytes": s["boundary_bytes"],
+                     "unknown sizes": s["unknown_tensors"]} for s in plan["segments"]]
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            pick = st.selectbox("Segment", [s["index"] for s in plan["segments"]], key=f"pt_seg_{kind}")
+            seg = plan["segments"][pick]
+            st.dataframe(pd.DataFrame(
+                [{"direction": "in", "tensor": short(r["name"]), "shape": r["shape"], "bytes": r["bytes"],
+                  "from/to": ", ".join(r["peer"])} for r in seg["inputs"]]
+                + [{"direction": "out", "tensor": short(r["name"]), "shape": r["shape"], "bytes": r["bytes"],
+                    "from/to": ", ".join(r["peer"])} for r in seg["outputs"]]), hide_index=True, width="stretch")
+    st.caption("Segments are contiguous runs in a topological order chosen to keep runs long; 'host' is the "
+               "application (graph inputs and outputs). Unknown sizes are listed but not added to the bytes.")
+
+
+def _draw_nodes(graph: ModelGraph, order: list[str]) -> list[graph_render.DrawNode]:
+    by_name = graph.node_by_name()
+    return [graph_render.DrawNode(n, by_name[n].op_type, by_name[n].inputs, by_name[n].outputs)
+            for n in order if n in by_name]
+
+
+def _graph(report: PartitionReport, graph: ModelGraph) -> None:
+    if report.classes.note:
+        st.info("The graph is coloured by class once both backends have per-node verdicts.")
+        return
+    classes = report.classes.of()
+    left, mid, right = st.columns([2, 2, 3])
+    color_by = left.radio("Colour by", ["class", "intersection plan", "segmented plan"], horizontal=True,
+                          key="pt_color_by")
+    plan = report.plans["segmented" if color_by == "segmented plan" else "intersection"]
+    large = len(report.node_order) > graph_render.DETAIL_LIMIT
+    views = ["collapsed segments", "one segment", "all nodes"] if large else ["all nodes", "one segment",
+                                                                                  "collapsed segments"]
+    view = mid.radio("View", views, horizontal=True, key="pt_view",
+                     help=f"Models above {graph_render.DETAIL_LIMIT} nodes start collapsed into segments.")
+    segment = None
+    if view == "one segment":
+        segment = right.selectbox("Segment", [s["index"] for s in plan["segments"]], key="pt_zoom",
+                                  format_func=lambda i: f"{i}: {SEGMENT_LABELS[plan['segments'][i]['backend']]} "
+                                                        f"({len(plan['segments'][i]['nodes'])} nodes)")
+    if view == "collapsed segments":
+        fig = graph_render.segment_figure(plan)
+    else:
+        if color_by == "class":
+            key_of, colors, labels = classes, graph_render.CLASS_COLORS, {**CLASS_LABELS, "context": "context"}
+        else:
+            key_of = {n: s["backend"] for s in plan["segments"] for n in s["nodes"]}
+            key_of.update({n: "removed" for n in report.classes.removed})
+            colors = {**graph_render.BACKEND_COLORS, "removed": graph_render.CLASS_COLORS["removed"],
+                      "context": graph_render.CLASS_COLORS["context"]}
+            labels = {**graph_render.BACKEND_LABELS, "removed": "removed by ORT", "context": "context"}
+        nodes = _draw_nodes(graph, report.node_order)
+        if segment is not None:
+            nodes, context = graph_render.zoom_nodes(nodes, set(plan["segments"][segment]["nodes"]))
+            key_of = {**key_of, **{n: "context" for n in context}}
+        hover = {n.name: f"{n.name} · {n.op_type} · {CLASS_LABELS.get(classes.get(n.name), '')}" for n in nodes}
+        fig = graph_render.graph_figure(nodes, key_of, colors, labels, hover, st.session_state.get(_NODE))
+    event = st.plotly_chart(fig, key="pt_graph", on_select="rerun", selection_mode="points",
+                            config={"scrollZoom": True, "displayModeBar": True})
+    picked = _picked(event)
+    if picked and picked != st.session_state.get(_NODE):
+        st.session_state[_NODE] = picked
+        st.session_state[_NODE_PICK] = picked  # the node selector below is drawn after this
+    st.caption("Click a node to see its details below. Scroll to zoom, drag to pan.")
+    if view != "collapsed segments":
+        st.download_button("Download this graph as Graphviz DOT", graph_render.to_dot(nodes, key_of, colors),
+                           file_name="partitions.dot", mime="text/vnd.graphviz", key="pt_dot")
+
+
+def _picked(event) -> str | None:
+    try:
+        points = event.selection.points if hasattr(event, "selection") else event["selection"]["points"]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    for point in points or []:
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(data, list):
+            data = data[0] if data else None
+        if isinstance(data, str) and not data.startswith("segment:"):
+            return data
+    return None
+
+
+def _op_types(report: PartitionReport) -> None:
+    htp, gpu = report.backends.get("htp"), report.backends.get("gpu")
+    if not (htp and gpu):
+        st.info("The op-type table compares both backends.")
+        return
+    gpu_label = f"GPU ({gpu.status})"
+    rows = [{"op type": r.op_type, "nodes": r.count, "HTP claims": r.htp_supported, f"{gpu_label} claims":
+             r.gpu_supported, "removed by ORT": r.removed, "HTP reasons": " | ".join(r.htp_reasons),
+             f"{gpu_label} reasons": " | ".join(r.gpu_reasons)} for r in op_type_table(report.op_types, htp, gpu)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _verdict_rows(report: PartitionReport, name: str) -> list[dict]:
+    rows = []
+    for backend_name, backend in report.backends.items():
+        verdict = backend.nodes.get(name)
+        rows.append({"backend": backend_name.upper(), "figure": backend.status,
+                     "verdict": "—" if verdict is None else "claimed" if verdict.supported else
+                     "removed" if verdict.status == "removed" else "refused",
+                     "status": verdict.status if verdict else "—", "QNN op": (verdict.qnn_op or "") if verdict else "",
+                     "reason": (verdict.reason or "") if verdict else "",
+                     "fused into": (verdict.fused_into or "") if verdict else ""})
+    return rows
+
+
+def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
+    names = report.node_order
+    if not names:
+        return
+    htp = report.backends.get("htp")
+    first_refused = next((n for n in names if htp and n in htp.nodes and not htp.nodes[n].supported), names[0])
+    if st.session_state.get(_NODE_PICK) not in names:
+        st.session_state[_NODE_PICK] = first_refused
+    st.subheader("Node", anchor=False)
+    name = st.selectbox("Node (or click one in the graph)", names, key=_NODE_PICK, format_func=lambda n: short(n))
+    st.session_state[_NODE] = name
+    node = graph.node_by_name()[name]
+    cls = report.classes.of().get(name)
+    st.markdown(f"**{md(name, 200)}** · op **{md(node.qualified_op)}** · class "
+                f"**{md(CLASS_LABELS.get(cls, cls or '—'))}**")
+    st.dataframe(pd.DataFrame(_verdict_rows(report, name)), hide_index=True, width="stretch",
+                 column_config={"reason": st.column_config.TextColumn(width="large")})
+    shapes = report.shapes
+    rows = [{"io": io, "tensor": short(t), "shape": TensorShape.from_json(shapes[t]).text() if t in shapes else "?",
+             "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))
+            for t in tensors if t]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _rule_table() -> None:
+    st.markdown("Where the GPU backend cannot run (no Adreno GPU on this host), its column is **predicted** "
+                "from this table; a device report replaces it with measured figures.")
+    st.dataframe(pd.DataFrame(gpu_rules.rule_table()), hide_index=True, width="stretch",
+                 column_config={"source": st.column_config.TextColumn(width="large")})

@@ -1,0 +1,5 @@
+"""Partitions page: which nodes HTP and GPU claim, the classes, and the hot-migration plans."""
+
+from dashboard.views.partitions import render
+
+render()

@@ -1,0 +1,93 @@
+"""``python -m dashboard partition`` as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import partition_models as pm
+from dashboard.worker_client import PROJECT_ROOT
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "QNN_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(PROJECT_ROOT)}
+
+
+def cli(env, *args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dashboard", "partition", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=PROJECT_ROOT, timeout=timeout)
+
+
+def test_json_contract_and_out_file(env, tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    out = tmp_path / "report.json"
+    done = cli(env, model, "--json", "--out", out, "--backends", "htp,gpu")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == data
+    assert data["model"] == str(model)
+    assert set(data["options"]) >= {"backends", "dims", "fp16", "soc", "provider_options"}
+    for name in ("htp", "gpu"):
+        backend = data["backends"][name]
+        assert backend["status"] in ("measured", "predicted", "failed")
+        assert set(backend["runtime"]) == {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}
+        assert isinstance(backend["qnn_subgraphs"], int)
+        for node in backend["nodes"].values():
+            assert {"op_type", "supported", "reason", "qnn_op"} <= set(node)
+            assert isinstance(node["supported"], bool)
+    assert data["backends"]["htp"]["nodes"]["erf0"]["supported"] is False
+    assert set(data["classes"]) >= {"both", "gpu_only", "htp_only", "neither"}
+    for kind in ("intersection", "segmented"):
+        for seg in data["plans"][kind]["segments"]:
+            assert seg["backend"] in ("migrating", "gpu", "htp", "cpu")
+            assert {"nodes", "inputs", "outputs", "boundary_bytes"} <= set(seg)
+
+
+def test_text_output_names_the_refused_nodes_and_reasons(env, tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    done = cli(env, model, "--backends", "htp")
+    assert done.returncode == 0, done.stderr
+    assert "erf0 [Erf]: Operators of type `Erf` are not supported" in done.stdout
+    assert "mod0 [Mod]: QNN Mod Op only support fmod == 0" in done.stdout
+    assert "creating the HTP session" in done.stderr  # progress on stderr, not in the report
+
+
+def test_device_report_flag_imports_measured_gpu(env, tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    device = tmp_path / "device.json"
+    assert cli(env, model, "--json", "--out", device).returncode == 0
+    data = json.loads(device.read_text())
+    data["backends"]["gpu"]["status"] = "measured"
+    device.write_text(json.dumps(data))
+    done = cli(env, model, "--json", "--device-report", device)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["backends"]["gpu"]["status"] == "measured"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["/no/such/model.onnx"], "no such file"),
+    (["{model}", "--dim", "batch=two"], "must be an integer"),
+    (["{model}", "--soc", "sm0000"], "unknown SoC"),
+    (["{model}", "--backends", "npu"], "unknown backend"),
+    (["{model}", "--option", "novalue"], "NAME=VALUE"),
+    (["{model}", "--device-report", "/no/such/report.json"], "cannot read the device report"),
+])
+def test_bad_input_is_one_error_line_and_exit_2(env, tmp_path, args, message):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    done = cli(env, *[a.format(model=model) for a in args])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_not_an_onnx_file(env, tmp_path):
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(os.urandom(200))
+    done = cli(env, junk)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr

@@ -1,0 +1,69 @@
+"""End to end: the Partitions page of the real app (``streamlit run``) in headless Chromium.
+
+A user opens a model whose Erf and Mod(fmod=1) nodes QNN refuses, reads which nodes keep it off
+the NPU and why, checks the GPU figures are labelled predicted, opens the graph, and flips a knob
+to see the difference against the previous run. Screenshots go to ``docs/`` with
+``UPDATE_SCREENSHOTS=1`` (for the README), else to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from e2e_helpers import ROOT, launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+
+import partition_models as pm
+
+pytestmark = pytest.mark.timeout(420)
+
+VIEWPORT = {"width": 1600, "height": 1000}
+ANALYSIS_TIMEOUT = 300
+
+
+def table_text(page, index: int) -> str:
+    return page.locator('[data-testid="stDataFrame"]').nth(index).locator("table").text_content()
+
+
+def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path):
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    env = {"QNN_LAB_CACHE": str(tmp_path / "cache")}
+    with running_app("--model", str(model), env=env) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(app.url)
+            wait_for_idle(page)
+            open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT)
+            heading = page.get_by_role("heading", name="2 node(s) keep the model off the NPU")
+            heading.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)  # the analysis runs in the worker meanwhile
+            off_npu = table_text(page, 0)
+            assert "erf0" in off_npu and "Operators of type `Erf` are not supported" in off_npu
+            assert "mod0" in off_npu and "fmod == 0" in off_npu
+            assert page.get_by_text("predicted", exact=True).first.is_visible()  # the GPU badge
+            page.get_by_role("tab", name="Graph").click()
+            wait_for_idle(page)
+            graph = page.locator(".js-plotly-plot").filter(visible=True)
+            assert graph.count() == 1 and graph.locator(".scatterlayer, canvas").count() > 0
+            folder = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path
+            page.set_viewport_size({"width": VIEWPORT["width"], "height": 1900})
+            wait_for_idle(page)
+            page.screenshot(path=str(Path(folder) / "partitions.png"))
+            page.set_viewport_size(VIEWPORT)
+            # a knob: analyse the file's graph as it is; the page compares with the previous run
+            page.locator('[data-testid="stExpander"]').filter(has_text="Analysis options").locator("summary").click()
+            wait_for_idle(page)
+            box = page.locator('[data-testid="stSelectbox"]').filter(has_text="ONNX Runtime optimization level")
+            box.locator("input").click()  # Streamlit's selectbox is a combobox: open its list
+            page.keyboard.press("ArrowDown")
+            page.get_by_role("option", name="disabled", exact=True).click()
+            compared = page.locator('[data-testid="stMarkdownContainer"]').filter(
+                has_text="Compared with the previous run")
+            compared.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)
+            assert "optimization" in compared.inner_text() and "disabled" in compared.inner_text()
+        finally:
+            browser.close()
