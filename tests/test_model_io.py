@@ -425,9 +425,13 @@ def write_big_attribute_model(path: Path, rows: int, cols: int) -> int:
 
 
 PEAK_RSS = """
-import resource, sys
+import sys
 from dashboard.model_io import load_model
 import onnx
+
+def peak():  # VmHWM belongs to this process image; ru_maxrss would carry the forking parent's peak
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 def decode(nodes):  # every attribute and body, so lazy decoding is measured too
     for node in nodes:
@@ -435,12 +439,12 @@ def decode(nodes):  # every attribute and body, so lazy decoding is measured too
         for body in node.bodies.values():
             decode(body.nodes)
 
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak()
 if sys.argv[2] == "load_model":
     decode(load_model(sys.argv[1]).nodes)
 else:
     onnx.load(sys.argv[1])
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+after = peak()
 print((after - before) * 1024)
 """
 
