@@ -25,8 +25,8 @@ from typing import Callable
 from .errors import UserError
 from .model_io import ModelGraph, file_digest, load_model
 from .plans import build_plans, plan_graph
-from .shapes import TensorShape, default_dims, resolve_dims, unnamed_dynamic_inputs
-from .socs import DEFAULT_SOC, resolve_soc
+from .shapes import TensorShape, check_dims, default_dims, resolve_dims, unnamed_dynamic_inputs
+from .socs import DEFAULT_SOC, soc_for
 from .support import (FAILED, MEASURED, PREDICTED, SCHEMA, BackendReport, PartitionReport, classify_nodes,
                       failed, measured_backends)
 
@@ -56,13 +56,8 @@ class PartitionOptions:
             raise UserError(f"unknown backend {', '.join(unknown) or '(none)'}; choose from {', '.join(BACKENDS)}")
         if self.optimization_level not in OPT_LEVELS:
             raise UserError(f"unknown optimization level {self.optimization_level!r}; one of {', '.join(OPT_LEVELS)}")
-        for name, value in self.dims.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
-        if self.soc:
-            self.soc = resolve_soc(self.soc).key
-        elif self.fp16:
-            self.soc = DEFAULT_SOC  # fp16 needs a SoC; the runtime refuses it otherwise
+        check_dims(self.dims)
+        self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
 
     def to_json(self) -> dict:

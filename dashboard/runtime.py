@@ -25,6 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .errors import UserError
+from .shapes import check_dims
 from .socs import resolve_soc
 
 QNN_EP = "QNNExecutionProvider"
@@ -58,9 +59,7 @@ class SessionConfig:
             raise UserError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.optimization_level not in _OPT_LEVELS:
             raise UserError(f"unknown optimization level {self.optimization_level!r}")
-        for name, value in self.dims.items():
-            if not isinstance(value, int) or value <= 0:
-                raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
+        check_dims(self.dims)
 
     def to_json(self) -> dict:
         return asdict(self)

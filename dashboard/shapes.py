@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import UserError
 from .model_io import ModelGraph, dtype_bits, dtype_name
 
 DEFAULT_BATCH = 1
@@ -115,6 +116,19 @@ def default_dims(graph: ModelGraph) -> dict[str, DimDefault]:
         else:
             out[name] = DimDefault(name, 1, "no rule for this name: 1 is a guess, set it", guessed=True)
     return out
+
+
+def check_dims(dims: dict[str, int]) -> None:
+    """Dimension overrides must be positive integers (bools are ints in Python: refused)."""
+    for name, value in dims.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
+
+
+def is_float_model(graph: ModelGraph) -> bool:
+    """Float inputs or float32 weights: the models HTP runs in fp16 (pre-set on the pages)."""
+    return any(t.dtype in ("float32", "float64") for t in graph.inputs) or any(
+        i.dtype == "float32" for i in graph.initializers.values())
 
 
 def resolve_dims(graph: ModelGraph, overrides: dict[str, int] | None) -> dict[str, int]:

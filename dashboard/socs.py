@@ -46,3 +46,11 @@ def resolve_soc(name: str) -> Soc:
             return soc
     known = ", ".join(s.key for s in SOCS)
     raise UserError(f"unknown SoC {name!r}; known: {known} (or their soc_model numbers)")
+
+
+def soc_for(soc: str | None, fp16: bool) -> str | None:
+    """The SoC key a configuration compiles for: the one asked for, else the default when fp16 is
+    on (the runtime refuses ``enable_htp_fp16_precision`` without a ``soc_model``), else none."""
+    if soc:
+        return resolve_soc(soc).key
+    return DEFAULT_SOC if fp16 else None

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Iterable
 
 from .errors import UserError
-from .socs import DEFAULT_SOC, resolve_soc
+from .shapes import check_dims
+from .socs import soc_for
 
 STRATEGIES = ("fast", "target", "cached", "migrate", "auto")
 STRATEGY_TITLES = {
@@ -102,13 +103,8 @@ class TimelineOptions:
             raise UserError(f"concurrency must be between 1 and 64, got {self.concurrency!r}")
         if not isinstance(self.warmup_runs, int) or not 1 <= self.warmup_runs <= 100:
             raise UserError(f"warm-up runs must be between 1 and 100, got {self.warmup_runs!r}")
-        for name, value in self.dims.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
-        if self.soc:
-            self.soc = resolve_soc(self.soc).key
-        elif self.fp16:
-            self.soc = DEFAULT_SOC  # fp16 needs a SoC (the runtime refuses it otherwise), as on the partitions page
+        check_dims(self.dims)
+        self.soc = soc_for(self.soc, self.fp16)
         if self.atol < 0 or self.rtol < 0:
             raise UserError("output tolerances must not be negative")
 

@@ -12,7 +12,6 @@ import threading
 import pytest
 
 from dashboard.model_io import file_digest
-from dashboard.worker import model_store
 from dashboard.worker_client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError,
                                      WorkerTimeout, local_worker_argv)
 

@@ -22,7 +22,7 @@ from dashboard.errors import UserError
 from dashboard.model_io import ModelGraph
 from dashboard.partitions import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
 from dashboard.plans import SEGMENT_LABELS
-from dashboard.shapes import TensorShape, default_dims
+from dashboard.shapes import TensorShape, default_dims, is_float_model
 from dashboard.socs import DEFAULT_SOC, SOCS
 from dashboard.support import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
 from dashboard.views import state
@@ -74,11 +74,6 @@ def render() -> None:
 
 
 # -- knobs ---------------------------------------------------------------------------------------------
-def _is_float_model(graph: ModelGraph) -> bool:
-    return any(t.dtype in ("float32", "float64") for t in graph.inputs) or any(
-        i.dtype == "float32" for i in graph.initializers.values())
-
-
 def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float]:
     defaults = default_dims(graph)
     with st.expander("Analysis options: dimensions, precision, SoC, provider options", expanded=False,
@@ -86,7 +81,7 @@ def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float]:
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
             backends = st.multiselect("Backends", ["htp", "gpu"], default=["htp", "gpu"], key=f"pt_backends_{digest}")
-            fp16 = st.toggle("HTP fp16 precision", value=_is_float_model(graph), key=f"pt_fp16_{digest}",
+            fp16 = st.toggle("HTP fp16 precision", value=is_float_model(graph), key=f"pt_fp16_{digest}",
                              help="Float32 graphs of any size rarely fit the HTP without it "
                                   "(QNN_COMMON_ERROR_MEM_ALLOC at finalize); needs a SoC.")
             soc_keys = [s.key for s in SOCS]

@@ -20,7 +20,7 @@ import streamlit as st
 from dashboard.errors import UserError
 from dashboard.model_io import ModelGraph
 from dashboard.partitions import parse_assignments
-from dashboard.shapes import default_dims
+from dashboard.shapes import default_dims, is_float_model
 from dashboard.socs import DEFAULT_SOC, SOCS
 from dashboard.timeline import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES, LiveRun,
                                 TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv, run_on_device,
@@ -28,7 +28,6 @@ from dashboard.timeline import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES
 from dashboard.timeline_plots import backend_labels, gantt, latency_scatter, strategy_bars
 from dashboard.views import state
 from dashboard.views.devices import select_device
-from dashboard.views.partitions import _is_float_model
 from dashboard.views.safe import md, short
 
 _RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON}], oldest first
@@ -74,7 +73,7 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
     with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
-            fp16 = st.toggle("HTP fp16 precision", value=_is_float_model(graph), key=f"tl_fp16_{digest}",
+            fp16 = st.toggle("HTP fp16 precision", value=is_float_model(graph), key=f"tl_fp16_{digest}",
                              help="Float models rarely finalize on the HTP without it; needs a SoC")
             soc_keys = [s.key for s in SOCS]
             soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC), key=f"tl_soc_{digest}",
