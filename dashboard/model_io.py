@@ -365,7 +365,17 @@ def _looks_like_text(buf) -> bool:
     return bool(text) and all(c.isprintable() or c in "\t\r\n\f" for c in text)
 
 
-def _parse(buf) -> tuple[ModelProto, GraphProto, list[Initializer]]:
+def load_structure(path: str | os.PathLike) -> ModelProto:
+    """The model as an ``onnx.ModelProto`` without weight data: small initializers whole (shape
+    inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
+    For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
+    ``load_model`` first: this assumes a file it accepted."""
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        model, _, _ = _parse(buf, keep_initializers=True)
+    return model
+
+
+def _parse(buf, keep_initializers: bool = False) -> tuple[ModelProto, GraphProto, list[Initializer]]:
     top = list(iter_fields(buf))
     rest = copy_fields_except(buf, top, frozenset({_MODEL_GRAPH}), _large_fields(buf, top, _MODEL))
     model = ModelProto.FromString(rest)
@@ -380,10 +390,15 @@ def _parse(buf) -> tuple[ModelProto, GraphProto, list[Initializer]]:
         graph.MergeFromString(copy_fields_except(buf, fields, skip, _large_fields(buf, fields, _GRAPH, skip)))
         for f in fields:
             if f.number == _GRAPH_INITIALIZER and f.wire_type == LENGTH:
-                initializers.append(_initializer_header(buf, f.value_start, f.end))
+                proto, string_bytes = _initializer_proto(buf, f.value_start, f.end)
+                initializers.append(_tensor_header(proto, string_bytes))
+                if keep_initializers:
+                    graph.initializer.append(proto)
             elif f.number == _GRAPH_SPARSE_INITIALIZER and f.wire_type == LENGTH:
                 sparse = onnx.SparseTensorProto.FromString(_without_large_tensors(buf, f.value_start, f.end, _SPARSE))
                 initializers.append(_sparse_header(sparse))
+                if keep_initializers:
+                    graph.sparse_initializer.append(sparse)
     return model, graph, initializers
 
 
@@ -407,14 +422,16 @@ def _without_large_tensors(buf, start: int, end: int, kind: int) -> bytes:
     return copy_fields_except(buf, fields, frozenset(), _large_fields(buf, fields, kind))
 
 
-def _initializer_header(buf, start: int, end: int) -> Initializer:
+def _initializer_proto(buf, start: int, end: int) -> tuple[TensorProto, int | None]:
+    """The initializer at ``buf[start:end]``: whole when small, else its header without data
+    (and the byte size of any string data skipped)."""
     # Speed: scanning a tensor's fields in Python costs ~40 us; the C++ parser reads a small one
     # whole in a few. Large tensors still have their data skipped, so memory stays bounded.
     if end - start <= SMALL_TENSOR_BYTES:
-        return _tensor_header(TensorProto.FromString(bytes(buf[start:end])))
+        return TensorProto.FromString(bytes(buf[start:end])), None
     fields = list(iter_fields(buf, start, end))
     header = TensorProto.FromString(copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS))
-    return _tensor_header(header, sum(f.end - f.value_start for f in fields if f.number == _TENSOR_STRING_DATA))
+    return header, sum(f.end - f.value_start for f in fields if f.number == _TENSOR_STRING_DATA)
 
 
 def _tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initializer:

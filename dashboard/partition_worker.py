@@ -40,7 +40,7 @@ from typing import Callable
 
 from . import gpu_rules
 from .errors import UserError
-from .model_io import ModelGraph, load_model
+from .model_io import ModelGraph, load_model, load_structure
 from .support import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED, BackendReport,
                       NodeSupport, failed)
 
@@ -324,7 +324,7 @@ def predicted_verdicts(opt: OptGraph, shapes: dict[str, list],
 @dataclass
 class Prepared:
     graph: ModelGraph
-    model: object  # onnx.ModelProto, weights not loaded from external files
+    model: object  # onnx.ModelProto: structure only, or with embedded weights when nodes were renamed
     session_input: str | bytes
     session_config: dict[str, str]
     renamed: int
@@ -335,14 +335,12 @@ def prepare(path: str) -> Prepared:
     import onnx
 
     graph = load_model(path)
+    renamed = sum(1 for node in graph.nodes if node.onnx_name != node.name)
+    if not renamed:  # the sessions read the file itself; only the structure is needed here
+        return Prepared(graph, load_structure(path), path, {}, 0)
     model = onnx.load(path, load_external_data=False)
-    renamed = 0
     for proto, node in zip(model.graph.node, graph.nodes):
-        if proto.name != node.name:
-            proto.name = node.name
-            renamed += 1
-    if not renamed:
-        return Prepared(graph, model, path, {}, 0)
+        proto.name = node.name
     from .runtime import EXTERNAL_DATA_FOLDER
 
     folder = str(Path(path).resolve().parent)

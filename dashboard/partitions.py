@@ -238,9 +238,18 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     known = digest or _remembered_digest(path)
     if known and use_cache and (cached := from_cache(known)):
         return cached
-    # A miss. Hashing a new file overlaps the measurement on a thread; the worker runs on this one,
-    # since its events must reach ``emit`` here (Streamlit widgets update only from the script thread).
-    graph = load_model(path)  # bad input fails here, in one line, before any work starts
+    # A miss. The worker starts now and imports the runtime while this process reads the model;
+    # hashing a new file overlaps the measurement on a thread; the worker runs on this one, since
+    # its events must reach ``emit`` here (Streamlit widgets update only from the script thread).
+    from .worker_client import WorkerClient
+
+    worker = WorkerClient(worker_argv).spawn()
+    try:
+        graph = load_model(path)  # bad input fails here, in one line, before any work starts
+    except UserError:
+        worker.close()
+        raise
+    emit({"kind": "stage", "stage": "starting the runtime worker", "progress": 0.0})
     dims = resolve_dims(graph, options.dims)
     if device_reports or worker_argv is not None:
         known = known or _known_digest(path)  # to match device reports; a remote worker gets the model by digest
@@ -249,7 +258,7 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     config = {"backend": "htp", "dims": dims, "fp16": options.fp16, "soc": options.soc,  # runtime.SessionConfig
               "provider_options": options.provider_options, "session_config": {},
               "optimization_level": options.optimization_level, "intra_op_threads": 0}
-    result, crash = _run_worker(worker_argv, path, known, config, options, timeout, emit)
+    result, crash = _run_worker(worker, path, known, config, options, timeout, emit)
     digest = digest_thread.get()
     notes = _notes(graph, options, dims)
     backends = _backend_reports(result, crash, options, graph)
@@ -339,14 +348,13 @@ class _Digest:
         return self.digest
 
 
-def _run_worker(worker_argv: list[str] | None, path: str, digest: str | None, config: dict,
+def _run_worker(worker, path: str, digest: str | None, config: dict,
                 options: PartitionOptions, timeout: float | None, emit: Events) -> tuple[dict | None, str | None]:
-    """The worker's result, or (None, one-line reason) when it crashed, hung or failed."""
-    from .worker_client import WorkerClient, WorkerError
+    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
+    from .worker_client import WorkerError
 
-    emit({"kind": "stage", "stage": "starting the runtime worker", "progress": 0.0})
     try:
-        with WorkerClient(worker_argv) as worker:
+        with worker:
             remote_path = worker.send_model(path, digest or "", on_event=emit)
             result = worker.call("partition", {"path": remote_path, "config": config,
                                                "backends": list(options.backends)},

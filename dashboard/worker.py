@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -127,6 +128,18 @@ def _digest_of(path: Path) -> str:
     return file_digest(path)
 
 
+def _preload_runtime() -> None:
+    """Import onnxruntime and register the QNN EP while the first request is still on its way
+    (the caller is reading or sending the model meanwhile). Failures are left for the request
+    that needs the runtime to report; Python's import lock makes that request wait for this."""
+    try:
+        from .runtime import register
+
+        register()
+    except Exception:  # noqa: BLE001 - reported by the first request that needs the runtime
+        pass
+
+
 def _resolve(cmd: str) -> Callable[[dict, Callable[[dict], None]], object]:
     target = HANDLERS.get(cmd)
     if target is None:
@@ -148,6 +161,7 @@ def serve(stdin=None, out=None) -> None:
         out.flush()
 
     send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid()}})
+    threading.Thread(target=_preload_runtime, daemon=True).start()
     for line in stdin:
         line = line.strip()
         if not line:

@@ -65,22 +65,41 @@ class WorkerClient:
         self._lines: queue.Queue = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=40)
         self._next_id = 0
+        self._spawn_error: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "WorkerClient":
+        """Spawn the worker (unless ``spawn`` already did) and wait for its greeting."""
+        if self._proc is None and self._spawn_error is None:
+            self.spawn()
+        self._await_hello()
+        return self
+
+    def spawn(self) -> "WorkerClient":
+        """Spawn the worker without waiting: it imports the runtime while the caller does other
+        work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
+        that cannot be started is reported there too, so callers handle one kind of failure."""
+        self._spawn_error = None
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, bufsize=1, env=_local_env(), cwd=str(PROJECT_ROOT), start_new_session=True)
         except OSError as exc:
-            raise WorkerError(f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}") from None
+            self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
+            return self
         threading.Thread(target=self._pump_stdout, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
+        return self
+
+    def _await_hello(self) -> None:
+        if self._spawn_error is not None:
+            raise WorkerError(self._spawn_error)
+        if self.hello is not None:
+            return
         message = self._next_message(self.start_timeout, "starting")
         if "hello" not in message:
             raise WorkerError(f"the {self.label} did not greet: {message}")
         self.hello = message["hello"]
-        return self
 
     def close(self) -> None:
         proc = self._proc
@@ -108,6 +127,7 @@ class WorkerClient:
              on_event: Callable[[dict], None] | None = None) -> object:
         """Run ``cmd`` in the worker and return its result; events go to ``on_event``.
         ``timeout`` bounds the whole call; on expiry the worker is killed."""
+        self._await_hello()
         if self._proc is None:
             raise WorkerError(f"the {self.label} is not running")
         self._next_id += 1

@@ -856,3 +856,28 @@ def test_cli_warns_but_succeeds_on_unknown_domain_and_hostile_names(tmp_path):
     assert procs[1].returncode == 0, err_h
     report = json.loads(out_h)
     assert report["nodes"] == len(zoo.HOSTILE_NAMES)
+
+
+def test_load_structure_keeps_small_initializers_and_only_headers_of_large_ones(tmp_path):
+    """The weight-free ModelProto used for shape inference: nodes as stored, small tensors whole
+    (Reshape targets), large ones with dims and dtype but no data; shape inference still works."""
+    from dashboard.model_io import load_structure
+
+    path = tmp_path / "big.onnx"
+    write_big_model(path, 1024, 32768)
+    structure = load_structure(path)
+    (weight,) = structure.graph.initializer
+    assert (weight.name, list(weight.dims), weight.data_type) == ("W", [1024, 32768], TensorProto.FLOAT)
+    assert not weight.raw_data and not weight.float_data
+    assert structure.ByteSize() < 4096
+    inferred = onnx.shape_inference.infer_shapes(structure)
+    assert [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim] == [1, 32768]
+
+    small = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "small",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([3, 2], dtype=np.int64), "shape")])
+    small_path = tmp_path / "small.onnx"
+    onnx.save(helper.make_model(small, opset_imports=[helper.make_opsetid("", 17)]), small_path)
+    assert load_structure(small_path).graph.initializer[0] == onnx.load(small_path).graph.initializer[0]
