@@ -2,14 +2,12 @@
 
 A user opens a model whose Erf and Mod(fmod=1) nodes QNN refuses, reads which nodes keep it off
 the NPU and why, checks the GPU figures are labelled predicted, opens the graph, and flips a knob
-to see the difference against the previous run. Screenshots go to ``docs/`` with
-``UPDATE_SCREENSHOTS=1`` (for the README), else to the test's temporary folder.
+to see the difference against the previous run. (The README's screenshot is made by
+``scripts/screenshot_partitions.py`` on the bundled LLM decoder.)
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 from e2e_helpers import ROOT, launch_chromium, open_page, require_chromium, running_app, wait_for_idle
@@ -49,11 +47,7 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
             wait_for_idle(page)
             graph = page.locator(".js-plotly-plot").filter(visible=True)
             assert graph.count() == 1 and graph.locator(".scatterlayer, canvas").count() > 0
-            folder = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path
-            page.set_viewport_size({"width": VIEWPORT["width"], "height": 1900})
-            wait_for_idle(page)
-            page.screenshot(path=str(Path(folder) / "partitions.png"))
-            page.set_viewport_size(VIEWPORT)
+            page.screenshot(path=str(tmp_path / "partitions.png"))
             # a knob: analyse the file's graph as it is; the page compares with the previous run
             page.locator('[data-testid="stExpander"]').filter(has_text="Analysis options").locator("summary").click()
             wait_for_idle(page)

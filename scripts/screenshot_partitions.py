@@ -1,0 +1,44 @@
+"""Make the README's Partitions screenshot: the bundled LLM decoder on the HTP simulator.
+
+    .venv/bin/python scripts/screenshot_partitions.py [MODEL] [OUT.png]
+
+The other README screenshots come from the end-to-end tests (``UPDATE_SCREENSHOTS=1 make test``);
+this one needs a real model whose analysis has something to show, which a test model does not.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e_helpers import launch_chromium, open_page, running_app, wait_for_idle  # noqa: E402
+
+ANALYSIS_TIMEOUT_S = 300
+
+
+def main() -> None:
+    model = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "samples" / "llm_decoder_kv.onnx")
+    out = sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "docs" / "partitions.png")
+    with running_app("--model", model) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page(viewport={"width": 1600, "height": 2300})
+        page.goto(app.url)
+        wait_for_idle(page)
+        open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT_S)
+        page.get_by_text("keep the model off the NPU").first.wait_for(timeout=ANALYSIS_TIMEOUT_S * 1000)
+        page.get_by_role("tab", name="Plans").click()
+        wait_for_idle(page)
+        time.sleep(1)  # plotly finishes drawing after Streamlit is idle
+        page.screenshot(path=out)
+        browser.close()
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
