@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 import pytest
-from e2e_helpers import ROOT, launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
 
 import partition_models as pm
 
