@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     partition.add_argument("model")
     partition.add_argument("--backends", default="htp,gpu", help="comma list of htp, gpu")
     _add_runtime_options(partition)
+    partition.add_argument("--optimization-level", choices=("disabled", "basic", "extended", "all"),
+                           default="all", help="ONNX Runtime graph optimizations before partitioning "
+                                               "(default all, as a session gets by default)")
     partition.add_argument("--device-report", action="append", default=[], metavar="FILE",
                            help="support report written by `partition --out` on a device; replaces "
                                 "the predicted GPU figures with measured ones")

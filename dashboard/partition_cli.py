@@ -25,7 +25,7 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
         fp16=args.fp16,
         soc=args.soc,
         provider_options=parse_assignments(args.option, "--option"),
-        optimization_level=getattr(args, "optimization_level", None) or "all",
+        optimization_level=args.optimization_level,
     )
 
 

@@ -91,3 +91,19 @@ def test_not_an_onnx_file(env, tmp_path):
     junk.write_bytes(os.urandom(200))
     done = cli(env, junk)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+
+
+def test_optimization_level_flag_reaches_the_measurement(tmp_path):
+    """--optimization-level disabled measures the file's own graph: nothing is reported as
+    removed or fused by ONNX Runtime, and the options record the level."""
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    env = {**os.environ, "QNN_LAB_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "dashboard", "partition", str(model), "--backends", "htp",
+                           "--optimization-level", "disabled", "--json"],
+                          capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["options"]["optimization_level"] == "disabled"
+    statuses = {v["status"] for v in report["backends"]["htp"]["nodes"].values()}
+    assert not statuses & {"removed", "fused"}
+    assert report["classes"]["removed"] == []
