@@ -36,6 +36,7 @@ from .classify_refined import classify_refined
 from .errors import UserError
 from .model_io import load_model
 from .runtime import SessionConfig, SessionHandle, create_session, random_inputs
+from .session_switch import SessionSwitch
 from .shapes import resolve_dims
 from .verdicts import Classification
 
@@ -49,15 +50,6 @@ class MigrationEvent:
     kind: str
     backend: str
     detail: str | None = None
-
-
-class _Live:
-    """A session that is serving, with the number of calls running on it."""
-
-    def __init__(self, handle: SessionHandle) -> None:
-        self.handle = handle
-        self.backend = handle.config.backend
-        self.inflight = 0
 
 
 class HotMigrationSession:
@@ -80,10 +72,9 @@ class HotMigrationSession:
         self._on_event = on_event
         self._warmup_feeds = warmup_feeds
         self._warmup_runs = max(warmup_runs, 1)
-        self._cond = threading.Condition()
-        self._closed = False
         self._t0 = time.perf_counter()
-        self._live = _Live(self._open(fast))
+        self._switch: SessionSwitch[SessionHandle] = SessionSwitch()
+        self._switch.swap(self._open(fast))
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._migrate, args=(target,), daemon=True)
         self._thread.start()
@@ -91,22 +82,18 @@ class HotMigrationSession:
     # -- serving -----------------------------------------------------------------------------
     def run(self, output_names, feeds: dict[str, np.ndarray], run_options=None) -> list:
         """``InferenceSession.run`` on whichever session is current when the call starts."""
-        with self._cond:
-            if self._closed:
-                raise UserError("this HotMigrationSession is closed")
-            live = self._live
-            live.inflight += 1
+        handle = None if self._switch.closed else self._switch.acquire()
+        if handle is None:
+            raise UserError("this HotMigrationSession is closed")
         try:
-            return live.handle.session.run(output_names, feeds, run_options)
+            return handle.session.run(output_names, feeds, run_options)
         finally:
-            with self._cond:
-                live.inflight -= 1
-                self._cond.notify_all()
+            self._switch.release(handle)
 
     @property
     def backend(self) -> str:
         """The backend that answers the next call."""
-        return self._live.backend
+        return self._switch.current.config.backend
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the migration has swapped or failed; True if it swapped."""
@@ -114,10 +101,9 @@ class HotMigrationSession:
         return self.migrated.is_set()
 
     def close(self) -> None:
-        with self._cond:
-            self._closed = True
+        """Refuse new calls, wait for the migration thread, and let the sessions go."""
+        self._switch.close("closed")
         self._done.wait()
-        self._live.handle = None
 
     def __enter__(self) -> "HotMigrationSession":
         return self
@@ -156,23 +142,22 @@ class HotMigrationSession:
             target = self._open(target_config)
             target_latency = self._warm(target)
             if self.policy == "if_faster":
-                fast_latency = self._warm(self._live.handle)
+                fast_latency = self._warm(self._switch.current)
                 if target_latency >= fast_latency:
                     self._event("migration_skipped", target_config.backend,
                                 f"warmed {target_latency * 1e3:.2f} ms >= fast {fast_latency * 1e3:.2f} ms")
                     return
-            with self._cond:
-                if self._closed:
-                    return
-                old, self._live = self._live, _Live(target)
-                self._event("swap", target.config.backend, f"{old.backend} -> {target.config.backend}")
+            if self._switch.closed:
+                return
+
+            def announce(old: SessionHandle) -> None:
+                self._event("swap", target.config.backend, f"{old.config.backend} -> {target.config.backend}")
                 self.migrated.set()
-                waiting = old.inflight
-                while old.inflight:
-                    self._cond.wait()
-            self._event("drain_end", old.backend, f"{waiting} call(s) in flight at the swap finished")
-            old.handle = None
-            self._event("session_released", old.backend)
+
+            old = self._switch.swap(target, announce)
+            waiting = self._switch.drain(old)
+            self._event("drain_end", old.config.backend, f"{waiting} call(s) in flight at the swap finished")
+            self._event("session_released", old.config.backend)
         except Exception as exc:  # any target failure leaves the fast session serving
             self.failure = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._event("migration_failed", target_config.backend, self.failure)

@@ -43,6 +43,7 @@ from .model_io import file_digest, load_model
 from .runtime import (QNN_EP, BoundRunner, SessionConfig, SessionHandle, create_session, first_error,
                       probe_backend, random_inputs, register, shared_memory_device, shared_memory_status,
                       soc_info, versions)
+from .session_switch import SessionSwitch
 from .shapes import resolve_dims
 from .timeline import Event, Request, StrategyRun, TimelineOptions
 
@@ -114,7 +115,6 @@ class Slot:
         self.handle: SessionHandle | None = handle
         self.bind_device = bind_device  # IOBinding memory (HTP shared memory), None = plain run
         self.output_example = output_example or []
-        self.inflight = 0
         self.warm_latency: float | None = None
         self._runners: dict[int, BoundRunner] = {}
 
@@ -137,19 +137,16 @@ class Server:
     """Serves the open-loop workload on whichever slot is current.
 
     A dispatcher thread releases request *i* at its arrival time into a queue; ``concurrency``
-    server threads take requests and run them on the current slot. The slot is chosen, and its
-    in-flight count raised, under the same lock that ``swap`` takes, so each request runs on
-    exactly one session and a swap is atomic for dispatch. Requests arriving before any session
-    exists wait; if no session will ever come (``close``) they fail with the reason.
+    server threads take requests and run them on the current slot of a ``SessionSwitch``, so each
+    request runs on exactly one session and a swap is atomic for dispatch. Requests arriving before
+    any session exists wait; if no session will ever come (``close``) they fail with the reason.
     """
 
     def __init__(self, rec: Recorder, options: TimelineOptions, inputs: list[dict[str, np.ndarray]]) -> None:
         self.rec = rec
         self.options = options
         self.inputs = inputs
-        self.cond = threading.Condition()
-        self.current: Slot | None = None
-        self.closed: str | None = None
+        self.switch: SessionSwitch[Slot] = SessionSwitch()
         self.outputs: dict[tuple[str, int], list[np.ndarray]] = {}
         self.first_answer = threading.Event()
         self._queue: queue.Queue = queue.Queue()
@@ -161,31 +158,23 @@ class Server:
             thread.start()
         return self
 
+    @property
+    def current(self) -> Slot | None:
+        return self.switch.current
+
     def install(self, slot: Slot) -> None:
-        with self.cond:
-            self.current = slot
-            self.rec.event("serve_start", slot.backend)
-            self.cond.notify_all()
+        self.switch.swap(slot, lambda old: self.rec.event("serve_start", slot.backend))
 
     def swap(self, slot: Slot, detail: str) -> Slot | None:
-        with self.cond:
-            old, self.current = self.current, slot
-            self.rec.event("swap", slot.backend, detail)
-            self.cond.notify_all()
-        return old
+        return self.switch.swap(slot, lambda old: self.rec.event("swap", slot.backend, detail))
 
     def drain(self, old: Slot) -> None:
-        with self.cond:
-            waiting = old.inflight
-            while old.inflight:
-                self.cond.wait()
+        waiting = self.switch.drain(old)
         self.rec.event("drain_end", old.backend, f"{waiting} request(s) in flight at the swap finished")
 
     def close(self, reason: str) -> None:
         """No session will serve: waiting and future requests fail with ``reason``."""
-        with self.cond:
-            self.closed = reason
-            self.cond.notify_all()
+        self.switch.close(reason)
 
     def join(self) -> None:
         for thread in self._threads:
@@ -209,15 +198,11 @@ class Server:
             if item is None:
                 return
             rid, arrival = item
-            with self.cond:
-                while self.current is None and self.closed is None:
-                    self.cond.wait()
-                slot = self.current
-                if slot is None:
-                    self.rec.request(Request(rid, round(arrival, 6), None, None, None, False, self.closed))
-                    continue
-                slot.inflight += 1
-                start = self.rec.now()
+            slot = self.switch.acquire(wait=True)
+            if slot is None:
+                self.rec.request(Request(rid, round(arrival, 6), None, None, None, False, self.switch.closed))
+                continue
+            start = self.rec.now()
             index = rid % len(self.inputs)
             error = None
             try:
@@ -225,11 +210,9 @@ class Server:
             except Exception as exc:  # a failed run is a failed request, never a lost one
                 outputs, error = None, _one_line(exc)
             end = self.rec.now()
-            with self.cond:
-                slot.inflight -= 1
-                self.cond.notify_all()
-                if outputs is not None:
-                    self.outputs.setdefault((slot.backend, index), outputs)
+            self.switch.release(slot)
+            if outputs is not None:
+                self.outputs.setdefault((slot.backend, index), outputs)
             self.rec.request(Request(rid, round(arrival, 6), round(start, 6), round(end, 6), slot.backend,
                                      error is None, error))
             self.first_answer.set()

@@ -214,12 +214,12 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     rec = Recorder("migrate", events.append, threading.Lock(), options.requests)
     server = Server(rec, options, inputs).start()
     server.install(old)
-    while old.inflight == 0:
+    while server.switch.inflight(old) == 0:
         time.sleep(0.001)
-    in_flight_at_swap = old.inflight
+    in_flight_at_swap = server.switch.inflight(old)
     server.swap(new, "old → new")
     server.drain(old)
-    assert old.inflight == 0
+    assert server.switch.inflight(old) == 0
     server.join()
 
     run = rec.run

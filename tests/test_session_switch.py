@@ -1,0 +1,62 @@
+"""SessionSwitch: the swap/drain primitive under hot migration, with real threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from dashboard.session_switch import SessionSwitch
+
+
+def test_each_call_runs_on_exactly_one_session_and_drain_waits_for_the_old_ones():
+    switch: SessionSwitch[str] = SessionSwitch()
+    switch.swap("fast")
+    started, finish = threading.Event(), threading.Event()
+    served = []
+
+    def slow_call():
+        session = switch.acquire()
+        started.set()
+        finish.wait()
+        served.append(session)
+        switch.release(session)
+
+    caller = threading.Thread(target=slow_call)
+    caller.start()
+    started.wait()
+    order = []
+    assert switch.swap("target", lambda old: order.append(("swapped", old))) == "fast"
+    assert switch.acquire() == "target"  # new calls go to the new session at once
+    drained = []
+    drainer = threading.Thread(target=lambda: drained.append(switch.drain("fast")))
+    drainer.start()
+    time.sleep(0.2)
+    assert drainer.is_alive() and not drained  # the call on "fast" is still running
+    finish.set()
+    drainer.join(5)
+    caller.join(5)
+    assert drained == [1] and served == ["fast"] and order == [("swapped", "fast")]
+    assert switch.drain("fast") == 0  # nothing left on it
+
+
+def test_callers_wait_for_a_first_session_or_get_none_once_closed():
+    switch: SessionSwitch[str] = SessionSwitch()
+    assert switch.acquire() is None  # without waiting: no session yet
+    got = []
+    waiters = [threading.Thread(target=lambda: got.append(switch.acquire(wait=True))) for _ in range(3)]
+    for w in waiters:
+        w.start()
+    time.sleep(0.1)
+    assert not got
+    switch.swap("first")
+    for w in waiters:
+        w.join(5)
+    assert got == ["first"] * 3
+
+    closed: SessionSwitch[str] = SessionSwitch()
+    late = []
+    waiter = threading.Thread(target=lambda: late.append(closed.acquire(wait=True)))
+    waiter.start()
+    closed.close("fast failed and the target failed")
+    waiter.join(5)
+    assert late == [None] and closed.closed == "fast failed and the target failed"
