@@ -248,19 +248,6 @@ class ModelGraph:
     def node_by_name(self) -> dict[str, Node]:
         return {n.name: n for n in self.nodes}
 
-    def tensor_spec(self, name: str) -> TensorSpec | None:
-        """Best known type/shape of a tensor: graph input/output, value_info or initializer."""
-        for spec in (*self.listed_inputs, *self.outputs):
-            if spec.name == name:
-                return spec
-        if name in self.value_info:
-            return self.value_info[name]
-        init = self.initializers.get(name)
-        if init is not None:
-            elem = getattr(TensorProto, init.dtype.upper(), TensorProto.FLOAT)
-            return TensorSpec(name, init.dtype, elem if isinstance(elem, int) else 0, init.shape)
-        return None
-
 
 def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
     """Unique display names for ``(onnx_name, op_type)`` pairs in graph order.

@@ -47,7 +47,6 @@ from .support import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJ
 QNN_EP = "QNNExecutionProvider"
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 _TOKEN = re.compile(r"^(.*)_token_\d+$")
-_ATTR_LIST_LIMIT = 16
 
 Emit = Callable[[dict], None]
 
@@ -75,55 +74,11 @@ class OptGraph:
         return {out: node.name for node in self.nodes.values() for out in node.outputs if out}
 
 
-def small_attrs(node) -> dict:
-    """The scalar and short-list attributes of an ``onnx.NodeProto`` (what GPU rules look at)."""
-    import onnx
-
-    out = {}
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.INT:
-            out[attr.name] = int(attr.i)
-        elif attr.type == onnx.AttributeProto.FLOAT:
-            out[attr.name] = float(attr.f)
-        elif attr.type == onnx.AttributeProto.STRING:
-            out[attr.name] = attr.s.decode("utf-8", "replace")
-        elif attr.type == onnx.AttributeProto.INTS and len(attr.ints) <= _ATTR_LIST_LIMIT:
-            out[attr.name] = [int(v) for v in attr.ints]
-    return out
-
-
-def _subgraph_count(node) -> int:
-    import onnx
-
-    return sum(1 for a in node.attribute if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS))
-
-
-def structure_only(model, keep_bytes: int = 1024):
-    """A copy of ``model`` for shape inference: nodes and types, with the data of initializers
-    above ``keep_bytes`` left out (inference needs their shapes; small ones, such as Reshape
-    targets, keep their values). Copying the weights would cost more than the inference."""
-    import onnx
-
-    light = onnx.ModelProto(ir_version=model.ir_version)
-    light.opset_import.extend(model.opset_import)
-    src, graph = model.graph, light.graph
-    graph.name = src.name
-    for field_name in ("node", "input", "output", "value_info"):
-        getattr(graph, field_name).extend(getattr(src, field_name))
-    for init in src.initializer:
-        if init.ByteSize() <= keep_bytes or init.data_location == onnx.TensorProto.EXTERNAL:
-            graph.initializer.append(init)
-        else:
-            graph.initializer.append(onnx.TensorProto(name=init.name, data_type=init.data_type, dims=init.dims))
-    return light
-
-
-def opt_graph_from_proto(model) -> OptGraph:
-    nodes = {}
-    for node in model.graph.node:
-        nodes[node.name] = OptNode(node.name, node.op_type, node.domain, tuple(node.input), tuple(node.output),
-                                   small_attrs(node), _subgraph_count(node))
-    return OptGraph(nodes, {i.name for i in model.graph.initializer})
+def opt_graph(graph: ModelGraph) -> OptGraph:
+    """The runtime's graph as read by ``load_model`` (attributes decoded there, on demand)."""
+    nodes = {n.name: OptNode(n.name, n.op_type, n.domain, n.inputs, n.outputs, n.attributes, n.subgraphs)
+             for n in graph.nodes}
+    return OptGraph(nodes, set(graph.initializers))
 
 
 # -- model node -> runtime graph node ---------------------------------------------------------------------
@@ -324,7 +279,7 @@ def predicted_verdicts(opt: OptGraph, shapes: dict[str, list],
 @dataclass
 class Prepared:
     graph: ModelGraph
-    model: object  # onnx.ModelProto: structure only, or with embedded weights when nodes were renamed
+    structure: object  # onnx.ModelProto without weight data (model_io.load_structure), for shape inference
     session_input: str | bytes
     session_config: dict[str, str]
     renamed: int
@@ -335,32 +290,31 @@ def prepare(path: str) -> Prepared:
     import onnx
 
     graph = load_model(path)
+    structure = load_structure(path)
     renamed = sum(1 for node in graph.nodes if node.onnx_name != node.name)
-    if not renamed:  # the sessions read the file itself; only the structure is needed here
-        return Prepared(graph, load_structure(path), path, {}, 0)
+    if not renamed:  # the sessions read the file itself
+        return Prepared(graph, structure, path, {}, 0)
     model = onnx.load(path, load_external_data=False)
     for proto, node in zip(model.graph.node, graph.nodes):
         proto.name = node.name
     from .runtime import EXTERNAL_DATA_FOLDER
 
     folder = str(Path(path).resolve().parent)
-    return Prepared(graph, model, model.SerializeToString(), {EXTERNAL_DATA_FOLDER: folder}, renamed)
+    return Prepared(graph, structure, model.SerializeToString(), {EXTERNAL_DATA_FOLDER: folder}, renamed)
 
 
 def _opt_graph(prepared: Prepared, config, workdir: str) -> OptGraph:
     """The graph ORT hands the EPs. Only its structure is read back, so the weights ORT writes
     beside it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
-    import onnx
-
     from .runtime import optimized_model
 
     if config.optimization_level == "disabled":
-        return opt_graph_from_proto(prepared.model)
+        return opt_graph(prepared.graph)
     out = os.path.join(workdir, "optimized.onnx")
     if os.path.exists(os.devnull):
         os.symlink(os.devnull, out + ".data")
     optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
-    return opt_graph_from_proto(onnx.load(out, load_external_data=False))
+    return opt_graph(load_model(out))
 
 
 PROBE_TTL_S = 24 * 3600
@@ -438,7 +392,7 @@ def run(args: dict, emit: Emit) -> dict:
         # mix with those of a failing HTP session (the outcome is cached for a day anyway).
         gpu_probe = probe_gpu_cached() if "gpu" in backends else None
         emit({"kind": "stage", "stage": "inferring tensor shapes", "progress": 0.05})
-        shapes, shape_source = infer_tensor_shapes(structure_only(prepared.model), base.dims)
+        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
         shapes_json = {name: s.to_json() for name, s in shapes.items()}
         raw: dict[str, tuple | str | None] = {}
         share = 0.8 / max(len(backends), 1)

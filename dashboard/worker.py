@@ -19,7 +19,6 @@ handler is ``handler(args: dict, emit: Callable[[dict], None]) -> JSON-able resu
 from __future__ import annotations
 
 import base64
-import hashlib
 import importlib
 import json
 import os
@@ -180,11 +179,6 @@ def serve(stdin=None, out=None) -> None:
         except Exception as exc:  # a bug in a handler must not kill the worker's other work
             traceback.print_exc(file=sys.stderr)
             send({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal"})
-
-
-def digest_bytes(data: bytes) -> str:
-    """Same digest as ``model_io.file_digest`` for bytes already in memory."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 if __name__ == "__main__":
