@@ -40,7 +40,7 @@ import numpy as np
 from .classify_ep import classify_ep
 from .errors import UserError
 from .model_io import file_digest, load_model
-from .runtime import (QNN_EP, BoundRunner, SessionConfig, SessionHandle, create_session, first_error,
+from .runtime import (QNN_EP, BoundRunner, SessionConfig, SessionHandle, create_session,
                       probe_backend, random_inputs, register, shared_memory_device, shared_memory_status,
                       soc_info, versions)
 from .session_switch import SessionSwitch
@@ -430,9 +430,8 @@ class Runner:
         """Session options per backend. The fast backend gets the shapes only (the user's QNN
         options are for the target); the target gets everything, plus QNN basic profiling
         (the finalize time of the Gantt) and the shared-memory allocator when requested."""
-        record = {"session.record_ep_graph_assignment_info": "1"}
         if backend != self.options.target:
-            return SessionConfig(backend=backend, dims=self.dims, session_config=record), None
+            return SessionConfig(backend=backend, dims=self.dims), None
         provider = dict(self.options.provider_options)
         profile = None
         if self.options.qnn_profiling and "profiling_level" not in provider:
@@ -442,7 +441,7 @@ class Runner:
         if self.shared.get("available"):
             provider["enable_htp_shared_memory_allocator"] = "1"
         config = SessionConfig(backend=backend, dims=self.dims, fp16=self.options.fp16, soc=self.options.soc,
-                               provider_options=provider, session_config=record)
+                               provider_options=provider)
         return config, profile
 
     def _open(self, rec: Recorder, backend: str, model: str, role: str, *, raise_failure: bool = False,
@@ -452,7 +451,7 @@ class Runner:
         config, profile = self._config(backend)
         rec.event("session_create_start", backend, f"{role} session on {self._label(backend)}")
         try:
-            handle = create_session(model, config)
+            handle = create_session(model, config, require_qnn=True)
             end = rec.now()
             detail = self._check_claimed(handle, backend, expect_context)
         except (UserError, SessionFailed) as exc:
@@ -475,11 +474,8 @@ class Runner:
     def _check_claimed(self, handle: SessionHandle, backend: str, expect_context: bool) -> str:
         if backend == "cpu":
             return "all nodes on the CPU EP"
-        assigned = handle.assigned_nodes()
-        claimed = assigned.get(QNN_EP, [])
-        if not claimed:
-            raise SessionFailed(first_error(handle.native_errors,
-                                            f"QNN {backend} claimed no node: the session would run on the CPU EP"))
+        assigned = handle.assigned_nodes()  # create_session(require_qnn=True) made sure QNN claimed some
+        claimed = assigned[QNN_EP]
         others = sum(len(nodes) for ep, nodes in assigned.items() if ep != QNN_EP)
         if expect_context:
             contexts = [name for name, op in claimed if op == "EPContext"]
