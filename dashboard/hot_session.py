@@ -33,7 +33,7 @@ import numpy as np
 
 from .classify_ep import classify_ep
 from .classify_refined import classify_refined
-from .errors import UserError
+from .errors import UserError, one_line
 from .model_io import load_model
 from .runtime import SessionConfig, SessionHandle, create_session, random_inputs
 from .session_switch import SessionSwitch
@@ -159,7 +159,7 @@ class HotMigrationSession:
             self._event("drain_end", old.config.backend, f"{waiting} call(s) in flight at the swap finished")
             self._event("session_released", old.config.backend)
         except Exception as exc:  # any target failure leaves the fast session serving
-            self.failure = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.failure = one_line(exc)
             self._event("migration_failed", target_config.backend, self.failure)
         finally:
             self._done.set()

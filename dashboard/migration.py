@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .classify_ep import classify_ep
-from .errors import UserError
+from .errors import UserError, one_line
 from .model_io import file_digest, load_model
 from .runtime import (QNN_EP, BoundRunner, SessionConfig, SessionHandle, create_session,
                       probe_backend, random_inputs, register, shared_memory_device, shared_memory_status,
@@ -208,7 +208,7 @@ class Server:
             try:
                 outputs = slot.run(self.inputs[index])
             except Exception as exc:  # a failed run is a failed request, never a lost one
-                outputs, error = None, _one_line(exc)
+                outputs, error = None, one_line(exc)
             end = self.rec.now()
             self.switch.release(slot)
             if outputs is not None:
@@ -503,8 +503,8 @@ class Runner:
                     slot.run(feeds)
                 times.append(time.perf_counter() - start)
         except Exception as exc:
-            rec.event("session_failed", slot.backend, f"warm-up failed: {_one_line(exc)}")
-            raise SessionFailed(f"warm-up failed on {slot.backend}: {_one_line(exc)}") from None
+            rec.event("session_failed", slot.backend, f"warm-up failed: {one_line(exc)}")
+            raise SessionFailed(f"warm-up failed on {slot.backend}: {one_line(exc)}") from None
         slot.warm_latency = statistics.median(times[1:] or times)
         rec.event("warmup_end", slot.backend,
                   f"{len(times)} run(s): first {_ms(times[0])}, warmed {_ms(slot.warm_latency)}")
@@ -576,7 +576,7 @@ class Runner:
             copy_s = _timed_runs(plain, self.inputs, SHARED_MEMORY_RUNS)
             zero_s = _timed_runs(bound, self.inputs, SHARED_MEMORY_RUNS)
         except Exception as exc:
-            return {"comparison_error": _one_line(exc)}
+            return {"comparison_error": one_line(exc)}
         return {"copy_p50_s": round(copy_s, 6), "zero_copy_p50_s": round(zero_s, 6), "runs": SHARED_MEMORY_RUNS}
 
     def _label(self, backend: str) -> str:
@@ -638,8 +638,3 @@ def _finalize_seconds(profile: Path | None) -> float | None:
 
 def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.1f} ms"
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[-1] if text else type(exc).__name__

@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 import onnxruntime as ort
 
-from .errors import UserError
+from .errors import UserError, one_line
 from .shapes import check_dims
 from .socs import resolve_soc
 
@@ -257,7 +257,7 @@ def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bo
         try:
             session = ort.InferenceSession(model, sess_options=options, providers=providers)
         except Exception as exc:  # onnxruntime raises several pybind types; all mean "failed"
-            message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            message = one_line(exc)
             failure = exc
     elapsed = time.perf_counter() - start
     if "session" not in locals():
@@ -367,7 +367,7 @@ def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic"
         try:
             ort.InferenceSession(model_path, sess_options=options, providers=[CPU_EP])
         except Exception as exc:  # any ORT failure means the model cannot be optimized here
-            failure = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            failure = one_line(exc)
     if failure is not None:
         raise UserError(f"onnxruntime could not load the model: {first_error(errors, _short(failure))}")
     return out_path
