@@ -84,13 +84,14 @@ def ssh_device(sshd, *, key: Path | None = None, port: int | None = None) -> Dev
                         connect_timeout=10,
                         env={"QNN_LAB_MODEL_STORE": str(sshd["root"] / "remote_models"),
                              "QNN_LAB_CONTEXT_STORE": str(sshd["root"] / "remote_contexts")},
-                        ssh_options=("StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "LogLevel=ERROR"))
+                        host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
 
 
 def test_probe_over_ssh_reports_the_device(sshd):
     device = ssh_device(sshd)
     result = device.probe()
-    assert result["label"] == f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}"
+    assert result["label"] == device.label
+    assert result["label"].startswith(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}?python=")
     assert result["onnxruntime_qnn"] and result["qnn_sdk"].startswith("2.")
     assert result["backends"]["htp"]["ok"] is True
     assert result["backends"]["cpu"]["ok"] is True
@@ -139,31 +140,113 @@ def test_wrong_key_is_refused_without_prompting(sshd, tmp_path):
     assert time.monotonic() - started < 30  # BatchMode: no password prompt to wait on
 
 
-def test_device_urls():
+def test_device_urls(tmp_path):
     local = Device.parse("local")
-    assert local.is_local and local.argv() is None
-    board = Device.parse("ssh://me@board:2222?python=/opt/lab/bin/python&workdir=/opt/my lab"
-                         "&env=A=1&option=Compression=yes")
+    assert local.is_local and local.argv() is None and local.label == "local (this machine)"
+    board = Device.parse("ssh://me@board:2222?python=/opt/lab/bin/python&workdir=/opt/my lab&env=A=1"
+                         "&host_key=accept-new")
     assert (board.user, board.host, board.port, board.python) == ("me", "board", 2222, "/opt/lab/bin/python")
     argv = board.argv()
     assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[argv.index("-p") + 1] == "2222"
-    assert "Compression=yes" in argv and argv[-3:-1] == ["me@board", "--"]
-    assert shlex.split(argv[-1]) == ["cd", "/opt/my lab", "&&", "exec", "env", "A=1", "/opt/lab/bin/python",
+    assert "StrictHostKeyChecking=accept-new" in argv and "PermitLocalCommand=no" in argv
+    assert argv[-3:-1] == ["--", "me@board"]
+    assert shlex.split(argv[-1]) == ["cd", "--", "/opt/my lab", "&&", "exec", "env", "A=1", "/opt/lab/bin/python",
                                      "-m", "dashboard.worker"]
+    # The label is the whole address: everything that will run is visible.
+    assert board.label == ("ssh://me@board:2222?python=/opt/lab/bin/python&workdir=/opt/my lab&env=A=1"
+                           "&host_key=accept-new")
+    assert Device.parse(board.url) == board  # the key it is stored under parses back to the same device
     alias = Device.parse("ssh://myboard")  # user and port from ~/.ssh/config
-    assert alias.argv()[-3] == "myboard" and "-p" not in alias.argv()
+    assert alias.argv()[-2:-1] == ["myboard"] and "-p" not in alias.argv()
     windows = Device.parse("ssh://me@laptop?shell=windows&workdir=C:\\lab&python=C:\\lab\\.venv\\Scripts\\python.exe")
     assert windows.remote_command() == 'cd /d "C:\\lab" && "C:\\lab\\.venv\\Scripts\\python.exe" -m dashboard.worker'
+    v6 = Device.parse("ssh://me@[fe80::1]:22")
+    assert v6.host == "fe80::1" and v6.argv()[-2] == "me@fe80::1"
+    key = tmp_path / "id"
+    key.write_text("k")
+    jumped = Device.parse(f"ssh://me@10.0.0.5?jump=gw@bastion.example.com:2200&identity={key}")
+    assert jumped.argv()[jumped.argv().index("-J") + 1] == "gw@bastion.example.com:2200"
+    assert jumped.argv()[jumped.argv().index("-i") + 1] == str(key)
 
 
 @pytest.mark.parametrize("url, message", [
-    ("tcp://board", "must be 'local' or ssh://"),
+    ("tcp://board", "must be 'local'"),
     ("ssh://", "must be 'local' or ssh://"),
     ("ssh://me@board:99999", "bad port"),
+    ("ssh://me@board:22x", "bad port"),
     ("ssh://me@board?turbo=1", "unknown device option 'turbo'"),
     ("ssh://me@board?shell=fish", "shell must be one of"),
     ("ssh://me@board?connect_timeout=soon", "must be an integer"),
+    ("ssh://me@board?connect_timeout=0", "connect_timeout must be"),
+    ("ssh://me@board?host_key=no", "host_key must be one of"),
+    ("ssh://me@board?identity=/nonexistent/key", "not a file on this machine"),
+    ("ssh://me@[not-v6]", "bad (IPv6|device address)"),
+    ("ssh://me@999.1.1.1", "bad IPv4"),
+    ("local?python=/nonexistent/python", "not an executable file"),
+    ("local?workdir=/tmp", "a local device takes only python"),
 ])
 def test_bad_device_urls(url, message):
     with pytest.raises(UserError, match=message):
         Device.parse(url)
+
+
+MARKER = "qnn-lab-pwned"
+
+# Addresses that, before the strict parser, ran a command on the dashboard's own machine (ssh
+# options), put an option where ssh expects the destination, or a command into the remote shell.
+HOSTILE_ADDRESSES = [
+    "ssh://me@127.0.0.1?option=ProxyCommand=touch {marker}",
+    "ssh://me@127.0.0.1?option=PermitLocalCommand=yes&option=LocalCommand=touch {marker}",
+    "ssh://me@127.0.0.1?ProxyCommand=touch {marker}",
+    "ssh://me@127.0.0.1?option=KnownHostsCommand=touch {marker}",
+    "ssh://me@127.0.0.1?option=Match=exec touch {marker}",
+    "ssh://me@127.0.0.1?option=Include=/tmp/evil",
+    "ssh://me@127.0.0.1?jump=-oProxyCommand=touch%20{marker}",
+    "ssh://-oProxyCommand=touch%20{marker}@127.0.0.1",
+    "ssh://me@-oProxyCommand=touch%20{marker}",
+    "ssh://me@host;touch%20{marker}",
+    "ssh://me@$(touch%20{marker})",
+    "ssh://me@`touch%20{marker}`",
+    "ssh://m%20e@127.0.0.1",
+    "ssh://me@127.0.0.1%0Atouch",
+    "ssh://me@127.0.0.1?python=-c",
+    "ssh://me@127.0.0.1?env=A;B=1",
+    "ssh://me@127.0.0.1?workdir=/tmp%0Atouch {marker}",
+    "ssh://me@laptop?shell=windows&workdir=C:\\x\" %26 calc %26 \"",
+    "ssh://me@laptop?shell=windows&python=py.exe|calc",
+    "ssh://me@laptop?shell=windows&env=A=%25PATH%25",
+    "ssh://me@laptop?shell=windows&workdir=C:\\x^&calc",
+    "ssh://me@laptop?shell=windows&python=a>b",
+    "ssh://me@laptop?shell=windows&python=a!b",
+]
+
+
+@pytest.mark.parametrize("template", HOSTILE_ADDRESSES)
+def test_hostile_device_addresses_are_refused_before_anything_runs(template, tmp_path):
+    marker = tmp_path / MARKER
+    with pytest.raises(UserError) as info:
+        Device.parse(template.format(marker=marker)).probe(timeout=10)
+    assert "\n" not in str(info.value)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("template", HOSTILE_ADDRESSES[:3] + HOSTILE_ADDRESSES[7:9])
+def test_hostile_device_address_through_the_cli(template, tmp_path):
+    marker = tmp_path / MARKER
+    model = tmp_path / "cnn.onnx"
+    onnx.save(build_cnn_classifier(size=32, seed=7), model)
+    done = subprocess.run([sys.executable, "-m", "dashboard", "timeline", str(model), "--device",
+                           template.format(marker=marker), "--requests", "1", "--strategies", "fast"],
+                          capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
+def test_python_api_validates_too():
+    with pytest.raises(UserError, match="bad host"):
+        Device(host="-oProxyCommand=x")
+    with pytest.raises(UserError, match="cmd.exe"):
+        Device(host="laptop", shell="windows", workdir='C:\\x" & calc & "')
+    with pytest.raises(UserError, match="unknown device option"):
+        Device.parse("ssh://me@board", ssh_options=("ProxyCommand=x",))

@@ -14,7 +14,7 @@ import streamlit as st
 
 from . import state
 
-from dashboard.devices import Device
+from dashboard.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
 from dashboard.errors import UserError
 from dashboard.views.safe import md, short
 
@@ -64,9 +64,7 @@ def render() -> None:
     for url, device in list(known.items()):
         with st.container(border=True):
             head, probe_col, remove_col = st.columns([6, 1, 1], vertical_alignment="center")
-            head.markdown(f"**{md(device.label)}**" + ("" if device.is_local else
-                          f" · python `{md(device.python, 80)}`" + (f" · in `{md(device.workdir, 80)}`"
-                                                                       if device.workdir else "")))
+            head.markdown(f"**{md(device.label)}**")
             if probe_col.button("Probe", key=f"probe_{url}", icon=":material/radar:"):
                 with st.spinner(f"Probing {device.label}: starting its worker, one tiny session per backend…"):
                     try:
@@ -88,7 +86,7 @@ def _add_form() -> None:
         with st.form("add_device", clear_on_submit=False, border=False):
             url = st.text_input("Device", placeholder="ssh://user@board[:port]  (or a Host alias: ssh://myboard)")
             left, right = st.columns(2)
-            python = left.text_input("Remote Python", value="python3",
+            python = left.text_input("Remote Python", placeholder="python3",
                                      help="The interpreter on the device that has this package installed, e.g. "
                                           "/opt/qnn-lab/.venv/bin/python")
             workdir = right.text_input("Remote working directory", placeholder="/opt/qnn-lab",
@@ -97,12 +95,19 @@ def _add_form() -> None:
                                        help="On the machine running the dashboard; default: your agent and config")
             shell = right.selectbox("Remote shell", ["posix", "windows"],
                                     help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe)")
-            timeout = left.number_input("Connect timeout (s)", min_value=1, max_value=120, value=10)
+            timeout = left.number_input("Connect timeout (s)", min_value=1, max_value=MAX_CONNECT_TIMEOUT, value=10)
+            host_key = right.selectbox("Host key check", [None, *HOST_KEY_POLICIES],
+                                       format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
+                                       help="yes: the host must already be in known_hosts; accept-new: "
+                                            "remember a new host's key, refuse a changed one")
+            jump = left.text_input("Jump host (optional)", placeholder="user@gateway[:port]",
+                                   help="Reach the device through this host (ssh -J)")
             if st.form_submit_button("Add device", icon=":material/add:"):
                 try:
-                    device = Device.parse(url.strip(), python=python.strip() or "python3",
+                    device = Device.parse(url.strip(), python=python.strip() or None,
                                           workdir=workdir.strip() or None, identity=identity.strip() or None,
-                                          shell=shell, connect_timeout=int(timeout))
+                                          shell=shell, connect_timeout=int(timeout), host_key=host_key,
+                                          jump=jump.strip() or None)
                     if device.is_local:
                         raise UserError("this machine is already listed; give ssh://user@host")
                 except UserError as exc:
