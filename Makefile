@@ -33,7 +33,7 @@ bench: $(VENV)/.runtime
 	$(PY) benchmarks/migration_bench.py
 
 samples: $(VENV)/.runtime
-	$(PY) -m dashboard.samples samples
+	$(PY) -m dashboard.intake.samples samples
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -2,25 +2,12 @@
 
     streamlit run app.py -- --model samples/llm_decoder_kv.onnx
 
-Every page is one line in PAGES (its file in pages/ calls a view in dashboard/views). The sidebar
-model picker runs before the page, on every page, so each page finds the selected model in
-dashboard.views.state.
+Pages are the files in ``pages/`` (Streamlit's documented ``pages/`` folder convention); each is
+one call into ``dashboard.views``. The navigation and the sidebar model picker are drawn by every
+page (``dashboard.views.frame``), so a page opened by its URL works like one opened from the list.
+Opening the app's root selects ``--model`` (or the first bundled sample) and shows the Overview.
 """
 
-import streamlit as st
+from dashboard.views import frame
 
-from dashboard.views import intake
-
-st.set_page_config(layout="wide", page_title="QNN Backend Lab", page_icon=":material/memory:")
-
-PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/account_tree:", default=True),
-    st.Page("pages/classifier.py", title="Classifier", icon=":material/rule:"),
-    st.Page("pages/partitions.py", title="Partitions", icon=":material/call_split:"),
-    st.Page("pages/devices.py", title="Devices", icon=":material/devices:"),
-    st.Page("pages/timeline.py", title="Timeline", icon=":material/timeline:"),
-]
-
-page = st.navigation(PAGES)
-intake.sidebar()
-page.run()
+frame.landing()

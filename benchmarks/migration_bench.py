@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import onnx  # noqa: E402
 
-from dashboard.devices import Device  # noqa: E402
-from dashboard.samples import build_cnn_classifier  # noqa: E402
-from dashboard.timeline import TimelineOptions, percentile, run_on_device  # noqa: E402
+from dashboard.intake.samples import build_cnn_classifier  # noqa: E402
+from dashboard.runtime.devices import Device  # noqa: E402
+from dashboard.timeline.model import TimelineOptions, percentile  # noqa: E402
+from dashboard.timeline.remote import run_on_device  # noqa: E402
 
 
 def warmed_p50(strategy) -> float:

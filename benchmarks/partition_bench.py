@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dashboard.samples import sample_path  # noqa: E402
-from dashboard.socs import DEFAULT_SOC, resolve_soc  # noqa: E402
+from dashboard.intake.samples import sample_path  # noqa: E402
+from dashboard.runtime.socs import DEFAULT_SOC, resolve_soc  # noqa: E402
 
 BARE = """
 import onnxruntime as ort, onnxruntime_qnn
@@ -54,7 +54,7 @@ def vit_small(folder: Path) -> Path:
     """A ViT-S/16-size classifier (12 layers, hidden 384, 88 MB of float32 weights)."""
     import onnx
 
-    from dashboard.samples import build_vit_classifier
+    from dashboard.intake.samples import build_vit_classifier
 
     path = folder / "vit_s16.onnx"
     onnx.save(build_vit_classifier(layers=12, hidden=384, heads=6, ffn=1536), path)
@@ -66,7 +66,7 @@ def compare(model: str, dim_args: list[str], dims: dict, soc, env: dict, repeat:
     cached re-runs."""
     import shutil
 
-    from dashboard.partitions import PartitionOptions, analyze, cache_dir
+    from dashboard.partition.analysis import PartitionOptions, analyze, cache_dir
 
     bare_cmd = [sys.executable, "-c", BARE.format(path=model, dims=dims, soc_model=soc.soc_model,
                                                   htp_arch=soc.htp_arch)]
@@ -153,7 +153,7 @@ def main() -> int:
         for model in models:
             compare(model, args.dim, dims, soc, env)
         if not args.skip_page:
-            from dashboard.partitions import PartitionOptions, analyze
+            from dashboard.partition.analysis import PartitionOptions, analyze
 
             big = big_model(args.nodes, Path(tmp) / f"big_{args.nodes}.onnx")
             start = time.perf_counter()

@@ -54,7 +54,7 @@ def decoder_20k(tmp_path_factory) -> Path:
     """A GPT-2-style decoder of about 20,000 nodes (the benchmark's generator), written once."""
     import onnx
 
-    from dashboard.bench import build_decoder
+    from dashboard.intake.samples import build_decoder
 
     path = tmp_path_factory.mktemp("big") / "decoder_20k.onnx"
     onnx.save(build_decoder(20_000), path)
@@ -78,9 +78,8 @@ def hostile_layernorm_model(tmp_path) -> Path:
     non-ASCII, control characters) behind an input named ``HOSTILE_INPUT``: with LayerNorm at
     100% density the names are classifier evidence, so every page has to show them."""
     import onnx
-    from onnx import TensorProto, helper
-
     import zoo
+    from onnx import TensorProto, helper
 
     nodes, x = [], HOSTILE_INPUT
     for i, name in enumerate(n for n in zoo.HOSTILE_NAMES if n):

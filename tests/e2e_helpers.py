@@ -19,6 +19,8 @@ system's ``/usr/bin/chromium`` driven through Playwright's client (no browser do
 
 from __future__ import annotations
 
+import re
+
 import os
 import socket
 import subprocess
@@ -149,7 +151,8 @@ def wait_for_idle(page, timeout: float = IDLE_TIMEOUT) -> None:
 
 def open_page(page, title: str, timeout: float = IDLE_TIMEOUT) -> None:
     """Click a page in the sidebar navigation and wait for it to finish drawing."""
-    page.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+    links = page.locator('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]')
+    links.filter(has_text=re.compile(rf"{re.escape(title)}$")).click()  # after the icon's ligature text
     wait_for_idle(page, timeout)
 
 

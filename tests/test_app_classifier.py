@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from dashboard.samples import sample_path
-from dashboard.verdicts import Signal
+from dashboard.classify.verdicts import Signal
+from dashboard.intake.samples import sample_path
 from dashboard.views.classifier import measured, signal_label
 
 LN_OPS = ("LayerNormalization", "SimplifiedLayerNormalization")

@@ -9,8 +9,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from dashboard.model_io import file_digest
-from dashboard.samples import SAMPLES, sample_path
+from dashboard.intake.reader import file_digest
+from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import intake
 
 SELECTED = "selected_model"

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from dashboard.samples import sample_path
+from dashboard.intake.samples import sample_path
 
 URL = "http://lab.example:8501/"
 
@@ -112,7 +112,7 @@ def test_weights_split_embedded_and_external(app, tmp_path):
     external = (tmp_path / "ext.data").stat().st_size
     at = overview(app, path)
     sizes = dict(next(d.value for d in at.dataframe if "what" in d.value.columns).values)
-    from dashboard.overview_data import human_bytes
+    from dashboard.intake.overview import human_bytes
 
     assert sizes["weights in external-data files"] == human_bytes(external)
     assert sizes["external-data files"] == "ext.data"
@@ -162,8 +162,8 @@ def test_hostile_names_render_escaped(app, hostile_model, assert_markdown_escape
 
 
 def test_netron_serves_each_model_on_its_own_port_and_stops_the_oldest(tmp_path):
-    from dashboard import netron_view
-    from dashboard.model_io import file_digest
+    from dashboard.intake.reader import file_digest
+    from dashboard.render import netron as netron_view
 
     paths = []
     for i in range(netron_view.MAX_SERVERS + 1):

@@ -10,9 +10,9 @@ import onnx
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.devices import Device
-from dashboard.model_io import file_digest
-from dashboard.samples import build_cnn_classifier
+from dashboard.intake.reader import file_digest
+from dashboard.intake.samples import build_cnn_classifier
+from dashboard.runtime.devices import Device
 from dashboard.views.state import SelectedModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,9 +33,10 @@ def small_model(tmp_path_factory) -> SelectedModel:
 
 
 def page(name: str, model: SelectedModel | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=60)
-    if model is not None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).switch_page(f"pages/{name}.py")
+    if model is not None:  # as if the user had picked it: the startup default is not applied
         at.session_state["selected_model"] = model
+        at.session_state["intake_started"] = True
     return at
 
 
@@ -50,7 +51,11 @@ def texts(elements) -> str:
 
 
 def test_timeline_page_needs_a_model():
-    at = page("timeline").run()
+    """A session in which nothing could be selected at startup (no readable sample) is told where
+    to pick a model."""
+    at = page("timeline")
+    at.session_state["intake_started"] = True
+    at.run()
     assert not at.exception
     assert "No model selected" in texts(at.info)
 
@@ -124,9 +129,8 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
     and find the comparison, the Gantt and the latency charts."""
     import re
 
-    from playwright.sync_api import sync_playwright
-
     from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+    from playwright.sync_api import sync_playwright
 
     require_chromium()
     with running_app("--model", small_model.path) as app, sync_playwright() as pw:

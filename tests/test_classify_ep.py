@@ -13,9 +13,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dashboard.classify_ep import classify_ep, ep_view
-from dashboard.model_io import load_model
-from dashboard.verdicts import GENAI, NON_GENAI, UNKNOWN
+from dashboard.classify.ep_rules import classify_ep, ep_view
+from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN
+from dashboard.intake.reader import load_model
 
 F = TensorProto.FLOAT
 MS = "com.microsoft"

@@ -9,11 +9,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from dashboard.bench import build_decoder
-from dashboard.classify_ep import classify_ep
-from dashboard.classify_refined import classify_refined
-from dashboard.model_io import SMALL_TENSOR_BYTES, load_model
-from dashboard.verdicts import GENAI, NON_GENAI, UNKNOWN, explain_disagreement
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, explain_disagreement
+from dashboard.intake.graph import SMALL_TENSOR_BYTES
+from dashboard.intake.reader import load_model
+from dashboard.intake.samples import build_decoder
 from tests.zoo import TORCH_MODELS, ZOO, data_path, save
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64

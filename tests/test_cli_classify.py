@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.classify_ep import classify_ep
-from dashboard.classify_refined import classify_refined
-from dashboard.model_io import load_model
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.intake.reader import load_model
 from tests.zoo import ZOO, hostile_names, save
 
 ROOT = Path(__file__).resolve().parent.parent

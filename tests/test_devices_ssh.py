@@ -19,12 +19,13 @@ from pathlib import Path
 import onnx
 import pytest
 
-from dashboard.devices import Device
 from dashboard.errors import UserError
-from dashboard.model_io import file_digest
-from dashboard.samples import build_cnn_classifier
-from dashboard.timeline import TimelineOptions, run_on_device
-from dashboard.worker_client import PROJECT_ROOT
+from dashboard.intake.reader import file_digest
+from dashboard.intake.samples import build_cnn_classifier
+from dashboard.runtime.client import PROJECT_ROOT
+from dashboard.runtime.devices import Device
+from dashboard.timeline.model import TimelineOptions
+from dashboard.timeline.remote import run_on_device
 
 SSHD = "/usr/sbin/sshd"
 
@@ -151,7 +152,7 @@ def test_device_urls(tmp_path):
     assert "StrictHostKeyChecking=accept-new" in argv and "PermitLocalCommand=no" in argv
     assert argv[-3:-1] == ["--", "me@board"]
     assert shlex.split(argv[-1]) == ["cd", "--", "/opt/my lab", "&&", "exec", "env", "A=1", "/opt/lab/bin/python",
-                                     "-m", "dashboard.worker"]
+                                     "-m", "dashboard.runtime.worker"]
     # The label is the whole address: everything that will run is visible.
     assert board.label == ("ssh://me@board:2222?python=/opt/lab/bin/python&workdir=/opt/my lab&env=A=1"
                            "&host_key=accept-new")
@@ -159,7 +160,7 @@ def test_device_urls(tmp_path):
     alias = Device.parse("ssh://myboard")  # user and port from ~/.ssh/config
     assert alias.argv()[-2:-1] == ["myboard"] and "-p" not in alias.argv()
     windows = Device.parse("ssh://me@laptop?shell=windows&workdir=C:\\lab&python=C:\\lab\\.venv\\Scripts\\python.exe")
-    assert windows.remote_command() == 'cd /d "C:\\lab" && "C:\\lab\\.venv\\Scripts\\python.exe" -m dashboard.worker'
+    assert windows.remote_command() == 'cd /d "C:\\lab" && "C:\\lab\\.venv\\Scripts\\python.exe" -m dashboard.runtime.worker'
     v6 = Device.parse("ssh://me@[fe80::1]:22")
     assert v6.host == "fe80::1" and v6.argv()[-2] == "me@fe80::1"
     key = tmp_path / "id"

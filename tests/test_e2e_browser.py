@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
-from e2e_helpers import (ROOT, choose_option, launch_chromium, open_page, require_chromium, running_app,
-                         wait_for_idle)
+from e2e_helpers import ROOT, choose_option, launch_chromium, open_page, require_chromium, running_app, wait_for_idle
 
-from dashboard.samples import SAMPLES
+from dashboard.intake.samples import SAMPLES
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import gpu_rules
-from dashboard.gpu_rules import HtpFacts, NodeFacts, TensorFacts, predict_node
+from dashboard.partition import gpu_rules
+from dashboard.partition.gpu_rules import HtpFacts, NodeFacts, TensorFacts, predict_node
 
 
 def t(name: str, shape=(1, 8), dtype: str = "float32", constant: bool = False) -> TensorFacts:

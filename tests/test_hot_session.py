@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from dashboard.errors import UserError
-from dashboard.hot_session import HotMigrationSession, auto_session
-from dashboard.runtime import SessionConfig
-from dashboard.samples import sample_path
+from dashboard.intake.samples import sample_path
+from dashboard.runtime.qnn import SessionConfig
+from dashboard.timeline.api import HotMigrationSession, auto_session
 
 CNN = str(sample_path("cnn_classifier.onnx"))
 HTP_FP16 = SessionConfig(backend="htp", fp16=True, soc="sc8380xp")
@@ -21,7 +21,7 @@ def feeds(seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def input_name() -> str:
-    from dashboard.model_io import load_model
+    from dashboard.intake.reader import load_model
 
     return load_model(CNN).inputs[0].name
 
@@ -101,7 +101,7 @@ def test_auto_session_follows_the_classifier():
 def test_auto_session_for_genai_needs_a_gpu_that_initializes():
     """GenAI routes to the GPU; on a host without an Adreno that is an error naming QNN's reason,
     not a session that silently runs on the CPU EP."""
-    from dashboard.runtime import probe_backend
+    from dashboard.runtime.qnn import probe_backend
 
     if probe_backend("gpu").ok:
         pytest.skip("this host has a QNN GPU")

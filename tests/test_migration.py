@@ -13,11 +13,12 @@ import signal
 import onnx
 import pytest
 
-from dashboard.devices import Device
 from dashboard.errors import UserError
-from dashboard.samples import build_cnn_classifier, sample_path
-from dashboard.timeline import TimelineOptions, TimelineRun, run_on_device
-from dashboard.worker_client import WorkerClient, WorkerCrashed
+from dashboard.intake.samples import build_cnn_classifier, sample_path
+from dashboard.runtime.client import WorkerClient, WorkerCrashed
+from dashboard.runtime.devices import Device
+from dashboard.timeline.model import TimelineOptions, TimelineRun
+from dashboard.timeline.remote import run_on_device
 
 FP16 = {"fp16": True, "soc": "sc8380xp"}
 # Three seconds of arrivals: long enough that the HTP session (about 0.2 s to compile and warm
@@ -194,8 +195,8 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from dashboard import runtime
-    from dashboard.migration import Recorder, Server, Slot
+    from dashboard.runtime import qnn as runtime
+    from dashboard.timeline.runner import Recorder, Server, Slot
 
     n = 1024  # two 1024x1024 MatMuls: tens of milliseconds per request on one CPU thread
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32), "w")

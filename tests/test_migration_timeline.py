@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dashboard.errors import UserError
-from dashboard.timeline import (Event, LiveRun, Phase, Request, StrategyRun, TimelineOptions, TimelineRun,
-                                compute_metrics, percentile, phases, requests_csv, strategy_table)
+from dashboard.timeline.model import (Event, LiveRun, Phase, Request, StrategyRun, TimelineOptions, TimelineRun,
+                                      compute_metrics, percentile, phases, requests_csv, strategy_table)
 
 # A migration as the runner records it: CPU serves from 10 ms, the HTP session is created
 # (finalize measured by QNN in its last 50 ms), warmed, swapped in at 350 ms; one CPU request is
@@ -130,8 +130,8 @@ def test_unknown_option_over_the_protocol_is_refused():
 def test_bound_runner_reuses_its_buffers():
     """The shared-memory path binds buffers once and rewrites them per request; on the CPU EP the
     same machinery runs with ordinary CPU memory and must give the plain run's answers."""
-    from dashboard import runtime
-    from dashboard.samples import build_cnn_classifier
+    from dashboard.intake.samples import build_cnn_classifier
+    from dashboard.runtime import qnn as runtime
 
     handle = runtime.create_session(build_cnn_classifier(size=32).SerializeToString(),
                                     runtime.SessionConfig(backend="cpu"))

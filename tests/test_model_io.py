@@ -1,4 +1,4 @@
-"""Model intake (``dashboard.model_io``): structure, node attributes and subgraph bodies equal to
+"""Model intake (``dashboard.intake.reader``): structure, node attributes and subgraph bodies equal to
 ``onnx.load``, weights never read (initializers, and large tensors inside attributes and bodies),
 no second read of the file after loading, external data confined to the model's folder, and every
 kind of bad file refused with one clear line, in the library and through the real CLI."""
@@ -23,11 +23,11 @@ import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from onnx.external_data_helper import set_external_data
 
-from dashboard.classify_ep import classify_ep
-from dashboard.classify_refined import classify_refined
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
 from dashboard.errors import ModelError
-from dashboard.model_io import (SMALL_TENSOR_BYTES, Node, SubGraph, TensorValue, dtype_name, load_model,
-                                stable_node_names)
+from dashboard.intake.graph import SMALL_TENSOR_BYTES, Node, SubGraph, TensorValue, dtype_name, stable_node_names
+from dashboard.intake.reader import load_model
 from tests import zoo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -426,7 +426,7 @@ def write_big_attribute_model(path: Path, rows: int, cols: int) -> int:
 
 PEAK_RSS = """
 import sys
-from dashboard.model_io import load_model
+from dashboard.intake.reader import load_model
 import onnx
 
 def peak():  # VmHWM belongs to this process image; ru_maxrss would carry the forking parent's peak
@@ -861,7 +861,7 @@ def test_cli_warns_but_succeeds_on_unknown_domain_and_hostile_names(tmp_path):
 def test_load_structure_keeps_small_initializers_and_only_headers_of_large_ones(tmp_path):
     """The weight-free ModelProto used for shape inference: nodes as stored, small tensors whole
     (Reshape targets), large ones with dims and dtype but no data; shape inference still works."""
-    from dashboard.model_io import load_structure
+    from dashboard.intake.reader import load_structure
 
     path = tmp_path / "big.onnx"
     write_big_model(path, 1024, 32768)

@@ -10,10 +10,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from dashboard.classify_ep import classify_ep
-from dashboard.model_io import load_model
-from dashboard.ort_view import classify_after_ort_optimizations
-from dashboard.worker_client import PROJECT_ROOT
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.optimized import classify_after_ort_optimizations
+from dashboard.intake.reader import load_model
+from dashboard.runtime.client import PROJECT_ROOT, optimized_copy
 
 
 def conv_bn_model(path, blocks: int = 3):
@@ -52,7 +52,7 @@ def test_batchnorm_folding_changes_the_ep_verdict(tmp_path):
     assert in_file.verdict == "Unknown"
     assert signal(in_file, "batchnorm_density").fired and not signal(in_file, "conv_density").fired
 
-    optimized, nodes = classify_after_ort_optimizations(str(path))
+    optimized, nodes = classify_after_ort_optimizations(str(path), optimized_copy)
     assert nodes == 7  # the three BatchNormalization nodes were folded into their Conv
     assert optimized.verdict == "NonGenAI"
     assert signal(optimized, "conv_density").fired and not signal(optimized, "batchnorm_density").fired

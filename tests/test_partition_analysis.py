@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
+import partition_models as pm
 import pytest
 
-import partition_models as pm
 from dashboard.errors import UserError
-from dashboard.partitions import PartitionOptions, analyze, parse_assignments
-from dashboard.support import PartitionReport
+from dashboard.partition.analysis import PartitionOptions, analyze, parse_assignments
+from dashboard.partition.report import PartitionReport
 
-CRASHING_WORKER = [sys.executable, "-c", "import dashboard.worker as w\n"
-                   "w.HANDLERS['partition'] = 'dashboard.worker:crash'\nw.serve()"]
-HANGING_WORKER = [sys.executable, "-c", "import time, dashboard.worker as w\n"
+CRASHING_WORKER = [sys.executable, "-c", "import dashboard.runtime.worker as w\n"
+                   "w.HANDLERS['partition'] = 'dashboard.runtime.worker:crash'\nw.serve()"]
+HANGING_WORKER = [sys.executable, "-c", "import time, dashboard.runtime.worker as w\n"
                   "def hang(args, emit):\n"
                   "    if args.get('warmup'):\n"
                   "        return {'ready': True}\n"

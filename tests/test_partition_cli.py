@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
+import partition_models as pm
 import pytest
 
-import partition_models as pm
-from dashboard.worker_client import PROJECT_ROOT
+from dashboard.runtime.client import PROJECT_ROOT
 
 
 @pytest.fixture

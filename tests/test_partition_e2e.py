@@ -8,11 +8,9 @@ to see the difference against the previous run. (The README's screenshot is made
 
 from __future__ import annotations
 
-
+import partition_models as pm
 import pytest
 from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
-
-import partition_models as pm
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from onnx import TensorProto, helper
 
-from dashboard.model_io import load_model
-from dashboard.partition_worker import (OptGraph, OptNode, measure, model_verdicts, opt_verdicts, place_model_nodes,
-                                        resolve_ep_name)
+from dashboard.intake.reader import load_model
+from dashboard.partition.measure import (OptGraph, OptNode, measure, model_verdicts, opt_verdicts, place_model_nodes,
+                                         resolve_ep_name)
 
 QNN, CPU = "QNNExecutionProvider", "CPUExecutionProvider"
 

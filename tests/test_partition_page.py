@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
+import partition_models as pm
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import partition_models as pm
-from dashboard.model_io import file_digest
-from dashboard.samples import sample_path
+from dashboard.intake.reader import file_digest
+from dashboard.intake.samples import sample_path
 
 TIMEOUT = 300
 
@@ -94,7 +94,7 @@ def test_node_details_and_device_report_upload(tmp_path):
     assert list(details["figure"]) == ["measured", "predicted"]
     assert "Operators of type `Erf`" in details["reason"][0]
     # a device report that measured the GPU claiming the Erf
-    from dashboard.partitions import PartitionOptions, analyze
+    from dashboard.partition.analysis import PartitionOptions, analyze
 
     data = analyze(path, PartitionOptions(fp16=True)).to_json()
     data["backends"]["gpu"]["status"] = "measured"

@@ -7,13 +7,13 @@ import re
 import subprocess
 import sys
 
+import partition_models as pm
 import pytest
 
-import partition_models as pm
-from dashboard.partitions import PartitionOptions, analyze
-from dashboard.samples import sample_path
-from dashboard.socs import DEFAULT_SOC, resolve_soc
-from dashboard.worker_client import WorkerClient
+from dashboard.intake.samples import sample_path
+from dashboard.partition.analysis import PartitionOptions, analyze
+from dashboard.runtime.client import WorkerClient
+from dashboard.runtime.socs import DEFAULT_SOC, resolve_soc
 
 TOKEN = re.compile(r"_token_\d+$")
 

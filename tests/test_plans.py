@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from dashboard.plans import INTERSECTION, SEGMENTED, PlanGraph, PlanNode, affinity_order, build_plan, build_plans
-from dashboard.shapes import TensorShape
+from dashboard.intake.shapes import TensorShape
+from dashboard.partition.plans import (INTERSECTION, SEGMENTED, PlanGraph, PlanNode, affinity_order, build_plan,
+                                       build_plans)
 
 
 def f32(*shape) -> TensorShape:

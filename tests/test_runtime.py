@@ -1,16 +1,16 @@
-"""dashboard.runtime against the installed onnxruntime-qnn (HTP simulator on x86_64)."""
+"""dashboard.runtime.qnn against the installed onnxruntime-qnn (HTP simulator on x86_64)."""
 
 from __future__ import annotations
 
 import platform
 
 import onnx
+import partition_models as pm
 import pytest
 
-import partition_models as pm
-from dashboard import runtime
 from dashboard.errors import UserError
-from dashboard.runtime import SessionConfig, create_session, optimized_model, probe_backend
+from dashboard.runtime import qnn as runtime
+from dashboard.runtime.qnn import SessionConfig, create_session, optimized_model, probe_backend
 
 RECORD = {"session.record_ep_graph_assignment_info": "1"}
 

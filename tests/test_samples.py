@@ -1,4 +1,4 @@
-"""Bundled samples (``dashboard.samples``): deterministic, shipped up to date, valid ONNX that
+"""Bundled samples (``dashboard.intake.samples``): deterministic, shipped up to date, valid ONNX that
 onnxruntime runs, and really the kinds of model their titles claim (a working KV-cache decoder,
 a classifier whose probabilities sum to 1, an encoder whose padding is masked)."""
 
@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from dashboard import samples
 from dashboard.errors import UserError
-from dashboard.model_io import load_model
+from dashboard.intake import samples
+from dashboard.intake.reader import load_model
 from tests import zoo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +49,9 @@ def test_registry_lists_every_required_sample():
 
 
 def test_generator_is_deterministic_across_processes(built, tmp_path):
-    """Same bytes from a second build in this process and from ``python -m dashboard.samples``."""
+    """Same bytes from a second build in this process and from ``python -m dashboard.intake.samples``."""
     assert {s.file_name: samples.sample_bytes(s) for s in samples.SAMPLES} == built
-    proc = subprocess.run([sys.executable, "-m", "dashboard.samples", str(tmp_path / "out")], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dashboard.intake.samples", str(tmp_path / "out")], capture_output=True,
                           text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     written = list((tmp_path / "out").iterdir())

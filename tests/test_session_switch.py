@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from dashboard.session_switch import SessionSwitch
+from dashboard.timeline.switch import SessionSwitch
 
 
 def test_each_call_runs_on_exactly_one_session_and_drain_waits_for_the_old_ones():

@@ -11,9 +11,9 @@ import sys
 import onnx
 import pytest
 
-from dashboard.samples import build_cnn_classifier
-from dashboard.timeline import EVENT_KINDS
-from dashboard.worker_client import PROJECT_ROOT
+from dashboard.intake.samples import build_cnn_classifier
+from dashboard.runtime.client import PROJECT_ROOT
+from dashboard.timeline.model import EVENT_KINDS
 
 METRIC_KEYS = {"first_response_s", "swap_at_s", "p50_before_s", "p50_after_s", "p99_s", "throughput_rps", "failed"}
 
@@ -95,8 +95,8 @@ def test_bad_input_is_one_error_line(model, env, tmp_path, args, message):
 
 
 def test_cli_process_never_loads_streamlit_or_the_runtime():
-    probe = ("import sys, dashboard.cli, dashboard.timeline_cli, dashboard.devices, dashboard.timeline, "
-             "dashboard.timeline_plots; "
+    probe = ("import sys, dashboard.cli.main, dashboard.cli.timeline, dashboard.runtime.devices, dashboard.timeline.model, "
+             "dashboard.render.timeline_figures; "
              "bad = [m for m in ('streamlit', 'onnxruntime_qnn', 'onnxruntime') if m in sys.modules]; "
              "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True)

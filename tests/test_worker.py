@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from dashboard.model_io import file_digest
-from dashboard.worker_client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError,
-                                     WorkerTimeout, local_worker_argv)
+from dashboard.intake.reader import file_digest
+from dashboard.runtime.client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError, WorkerTimeout,
+                                      local_worker_argv)
 
 
 @pytest.fixture()
@@ -103,7 +103,7 @@ def test_model_upload_in_chunks_is_verified_and_kept_by_digest(tmp_path, store, 
     model = tmp_path / "blob.onnx"
     model.write_bytes(os.urandom(300_000))
     digest = file_digest(model)
-    monkeypatch.setattr("dashboard.worker_client.CHUNK", 100_000)
+    monkeypatch.setattr("dashboard.runtime.client.CHUNK", 100_000)
     with WorkerClient(label="remote-like worker", remote=True) as worker:
         events = []
         path = worker.send_model(model, digest, on_event=events.append)

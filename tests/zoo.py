@@ -10,7 +10,7 @@ says how. ``save(model, dir)`` writes one to ``dir/<name>.onnx``.
 Torch-exported models (made by ``tests/data/make_torch_models.py``, committed) are listed in
 ``TORCH_MODELS`` with their expected verdicts; ``data_path(name)`` finds them.
 
-The builders reuse the layer helpers of ``dashboard.samples`` (``GraphBuilder`` and friends).
+The builders reuse the layer helpers of ``dashboard.intake.samples`` (``GraphBuilder`` and friends).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, helper
 
-from dashboard.samples import (
+from dashboard.intake.samples import (
     BOOL, F, I32, I64, MS, GraphBuilder, attention, build_audio_encoder, build_cnn_classifier,
     build_llm_decoder, build_text_encoder, build_vit_classifier, classifier_head, conv, conv_bn_relu, dim,
     encoder_block, gelu, layer_norm, linear, linear_4bit, merge_heads, padding_mask, scalar, split_heads,

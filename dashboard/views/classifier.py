@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
 from dashboard.errors import UserError
-from dashboard.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
 from dashboard.views import state
 from dashboard.views.safe import md, plain, short
 
@@ -50,9 +50,10 @@ def render() -> None:
 @st.cache_data(show_spinner=False, max_entries=64)
 def _classify_optimized(path: str, digest: str) -> tuple[Classification, int]:
     """Cached per model digest: the worker run costs a session creation."""
-    from dashboard.ort_view import classify_after_ort_optimizations
+    from dashboard.classify.optimized import classify_after_ort_optimizations
+    from dashboard.runtime.client import optimized_copy
 
-    return classify_after_ort_optimizations(path)
+    return classify_after_ort_optimizations(path, optimized_copy)
 
 
 def _optimized_view(selected, ep: Classification) -> None:

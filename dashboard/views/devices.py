@@ -12,10 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from . import state
-
-from dashboard.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
 from dashboard.errors import UserError
+from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
 from dashboard.views.safe import md, short
 
 _DEVICES = "devices"  # url -> Device
@@ -52,7 +50,6 @@ def select_device(label: str = "Device", key: str = "device_pick") -> Device:
 
 
 def render() -> None:
-    state.entry_guard()
     st.title("Devices", anchor=False)
     st.caption("Where QNN work runs: this machine, or a Snapdragon board / Windows-on-Snapdragon laptop over "
                "SSH (your keys and ~/.ssh/config, no open ports; the device needs this package installed). "

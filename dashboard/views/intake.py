@@ -17,9 +17,9 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard.errors import UserError
-from dashboard.model_io import file_digest
-from dashboard.overview_data import human_bytes
-from dashboard.samples import SAMPLES, sample_path
+from dashboard.intake.overview import human_bytes
+from dashboard.intake.reader import file_digest
+from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import state
 from dashboard.views.safe import md
 
@@ -43,12 +43,28 @@ def model_argument(argv: list[str]) -> str | None:
     return parser.parse_known_args(argv)[0].model
 
 
-def sidebar(argv: list[str] | None = None) -> None:
-    """Draw the picker. On a session's first run, select the ``--model`` argument, or else the
-    first bundled sample."""
+def startup(argv: list[str] | None = None) -> None:
+    """On a session's first run, select the ``--model`` argument, or else the first bundled
+    sample; later runs do nothing."""
     if not st.session_state.get(_STARTED):
         st.session_state[_STARTED] = True
         _select_at_startup(model_argument(sys.argv[1:] if argv is None else argv))
+
+
+def keep_state() -> None:
+    """Carry the picker's widget values to the page being drawn. Each page draws its own picker,
+    and Streamlit forgets the values of a page's widgets when another page runs; re-assigning them
+    at the top of every page is Streamlit's documented way to keep them (the file uploader's value
+    cannot be assigned, and an upload is consumed when it arrives anyway)."""
+    for key in (_MODE, _SAMPLE, _PATH):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def sidebar(argv: list[str] | None = None) -> None:
+    """Draw the picker (after ``startup``)."""
+    startup(argv)
+    keep_state()
     with st.sidebar:
         card = st.container()  # filled last: reading the model must not keep the picker from drawing
         error = st.session_state.pop(_ERROR, None)

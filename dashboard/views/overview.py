@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import netron_view, overview_data
-from dashboard.model_io import ModelGraph
-from dashboard.overview_data import human_bytes
-from dashboard.plots import op_histogram_figure
+from dashboard.intake import overview as overview_data
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.overview import human_bytes
+from dashboard.render import netron as netron_view
+from dashboard.render.overview_figures import op_histogram_figure
 from dashboard.views import state
 from dashboard.views.safe import full_values, md, short
 

@@ -17,14 +17,15 @@ import json
 import pandas as pd
 import streamlit as st
 
-from dashboard import graph_render, gpu_rules
 from dashboard.errors import UserError
-from dashboard.model_io import ModelGraph
-from dashboard.partitions import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
-from dashboard.plans import SEGMENT_LABELS
-from dashboard.shapes import TensorShape, default_dims, is_float_model
-from dashboard.socs import DEFAULT_SOC, SOCS
-from dashboard.support import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.shapes import TensorShape, default_dims, is_float_model
+from dashboard.partition import gpu_rules
+from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
+from dashboard.partition.plans import SEGMENT_LABELS
+from dashboard.partition.report import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
+from dashboard.render import partition_graph as graph_render
+from dashboard.runtime.socs import DEFAULT_SOC, SOCS
 from dashboard.views import state
 from dashboard.views.safe import md, short
 

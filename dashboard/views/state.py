@@ -6,8 +6,7 @@ A page asks for what it needs and never loads anything itself:
     graph = state.loaded_graph()          # ModelGraph, parsed once per model digest
     ep, refined = state.classifications() # both classifiers, computed once per digest
 
-and keys its own caches on ``selected.digest`` (plus its options). A page that needs no model
-calls ``state.entry_guard()`` first instead (``require_model`` does it for the others).
+and keys its own caches on ``selected.digest`` (plus its options).
 
 The selection is a small dataclass in ``st.session_state``; it is replaced only after the new
 model has been read successfully (``select``), so a bad file never costs the user the model they
@@ -22,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
 
-from dashboard.classify_ep import classify_ep
-from dashboard.classify_refined import classify_refined
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
-from dashboard.model_io import ModelGraph, file_digest, load_model
-from dashboard.verdicts import Classification
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.reader import file_digest, load_model
 from dashboard.views.safe import md
 
 SOURCES = ("sample", "path", "upload")
@@ -57,21 +56,6 @@ def _classifications(digest: str, path: str) -> tuple[Classification, Classifica
     return classify_ep(graph), classify_refined(graph)
 
 
-def entry_guard() -> None:
-    """Make sure app.py (page config, navigation, sidebar picker) runs around the current page;
-    every page calls it first (``require_model`` does).
-
-    With a ``pages/`` folder next to app.py, Streamlit runs a page file on its own, in its older
-    "pages directory" mode, until the first ``st.navigation`` call of the process: on the first
-    request after a server start when the URL names a page (``/classifier``), and on every rerun
-    under AppTest. The page then leaves that mode (the flag is Streamlit's only switch for it)
-    and reruns, so app.py runs and draws this same page.
-    """
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
 def current_model() -> SelectedModel | None:
     """The selected model, or None before the user (or the startup default) picked one."""
     return st.session_state.get(_SELECTED)
@@ -79,7 +63,6 @@ def current_model() -> SelectedModel | None:
 
 def require_model() -> SelectedModel:
     """The selected model; without one, explain where to pick one and stop the page."""
-    entry_guard()
     selected = current_model()
     if selected is None:
         st.info("No model selected yet. Pick a bundled sample, give a path on the server, or upload "

@@ -18,14 +18,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.errors import UserError
-from dashboard.model_io import ModelGraph
-from dashboard.partitions import parse_assignments
-from dashboard.shapes import default_dims, is_float_model
-from dashboard.socs import DEFAULT_SOC, SOCS
-from dashboard.timeline import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES, LiveRun,
-                                TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv, run_on_device,
-                                strategy_table)
-from dashboard.timeline_plots import backend_labels, gantt, latency_scatter, strategy_bars
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.shapes import default_dims, is_float_model
+from dashboard.partition.analysis import parse_assignments
+from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, strategy_bars
+from dashboard.runtime.socs import DEFAULT_SOC, SOCS
+from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES, LiveRun,
+                                      TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv,
+                                      strategy_table)
+from dashboard.timeline.remote import run_on_device
 from dashboard.views import state
 from dashboard.views.devices import select_device
 from dashboard.views.safe import md, short

@@ -1,0 +1,40 @@
+"""What several commands share: the parser that fails in one line, the knobs that decide what QNN
+claims (``partition`` and ``timeline``), and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one ``error:`` line with exit code 2."""
+
+    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """The knobs that decide what QNN claims (shared by partition and timeline)."""
+    from dashboard.runtime.socs import SOCS
+
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                        help="fix a symbolic dimension (repeatable); batch=1 and sequence "
+                             "lengths are pre-filled")
+    parser.add_argument("--fp16", action="store_true", help="run float models in HTP fp16 precision")
+    parser.add_argument("--soc", metavar="NAME",
+                        help="Snapdragon SoC to compile for: " + ", ".join(s.key for s in SOCS)
+                             + " (or a QNN soc_model number)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra QNN provider option passed through (repeatable)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="give up on the runtime worker after this long")
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")

@@ -1,0 +1,57 @@
+"""``python -m dashboard`` (and ``qnn-lab``): the command line for pipelines and scripts.
+
+Each command is a module of this package that owns its arguments (``add_arguments``) and its
+``run``; this module only dispatches. Only the module of the command being run is imported, so a
+classification costs little more than reading the model, and Streamlit is never imported. Bad
+input is one ``error: ...`` line on stderr and exit code 2, never a traceback. Prefix matching of
+options is off everywhere: ``--dev`` is an error, never a silent ``--device-report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from dashboard.cli.common import EXIT_USAGE, Parser
+
+# command -> (module, one-line help)
+COMMANDS = {
+    "classify": ("dashboard.cli.classify", "classify a model as GenAI / NonGenAI / Unknown"),
+    "partition": ("dashboard.cli.partition", "which nodes GPU and HTP claim, and migration plans"),
+    "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
+    "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command is listed, and the one ``argv`` names gets its
+    module's arguments."""
+    parser = Parser(prog="python -m dashboard", description="QNN Backend Lab: classify, partition and time ONNX "
+                    "models on onnxruntime-qnn's GPU and HTP backends.",
+                    allow_abbrev=False)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from dashboard.errors import UserError
+
+    try:
+        args = build_parser(argv).parse_args(argv)
+        return int(args.run(args) or 0)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,116 @@
+"""``python -m dashboard timeline``: serve a workload with each strategy and compare, on this
+machine or on a device over SSH. No Streamlit; the runtime only in the worker process.
+
+``--json`` prints ``{"device", "strategies": {NAME: {"events", "requests", "metrics", ...}}, ...}``
+(see ``dashboard.timeline.model``); progress goes to stderr either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dashboard.cli.common import add_runtime_options
+from dashboard.partition.analysis import parse_assignments
+from dashboard.runtime.devices import Device
+from dashboard.timeline.model import (DEFAULT_TIMEOUT, STRATEGY_TITLES, LiveRun, TimelineOptions, TimelineRun,
+                                      strategy_table)
+from dashboard.timeline.remote import run_on_device
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model")
+    parser.add_argument("--device", default="local", help="local, local?python=PATH or ssh://user@host[:port][?...]")
+    parser.add_argument("--fast", choices=("cpu", "gpu"), default=None,
+                        help="backend that serves first (default: gpu where it works, else cpu)")
+    parser.add_argument("--target", choices=("htp",), default="htp")
+    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--rate", type=float, default=20.0, help="requests per second")
+    parser.add_argument("--strategies", default="fast,target,cached,migrate,auto")
+    parser.add_argument("--shared-memory", action="store_true",
+                        help="bind HTP inputs/outputs in shared memory (seed 001)")
+    add_runtime_options(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def options_from_args(args: argparse.Namespace) -> TimelineOptions:
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    return TimelineOptions(dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
+                           provider_options=parse_assignments(args.option, "--option"), fast=args.fast,
+                           target=args.target, strategies=strategies, requests=args.requests, rate=args.rate,
+                           shared_memory=args.shared_memory)
+
+
+class _Progress:
+    """One stderr line whenever the worker's status changes, and one per finished strategy."""
+
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        self.shown = ""
+
+    def __call__(self, message: dict) -> None:
+        self.live.feed(message)
+        if message.get("type") == "strategy_end":
+            m = message["metrics"]
+            swap = f", swap at {m['swap_at_s']:.3f} s" if m.get("swap_at_s") is not None else ""
+            print(f"  {message['strategy']}: {m['expected'] - m['failed']}/{m['expected']} answered{swap}",
+                  file=sys.stderr)
+        elif self.live.status != self.shown and message.get("type") in ("status", "strategy_start", "upload"):
+            self.shown = self.live.status
+            print(f"[{self.live.fraction:4.0%}] {self.shown}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    device = Device.parse(args.device)
+    result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options)),
+                           timeout=args.timeout or DEFAULT_TIMEOUT)
+    if args.json:
+        from dashboard.cli.common import print_json
+
+        print_json(result.to_json())
+        return 0
+    print("\n".join(report_lines(result)))
+    return 0
+
+
+def _s(value) -> str:
+    return "-" if value is None else f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def report_lines(result: TimelineRun) -> list[str]:
+    """The readable summary: setup, the comparison table, then what went wrong and why."""
+    fast = result.fast
+    lines = [f"{result.model} on {result.device.get('label', 'local')}",
+             f"fast backend: {fast.get('label', fast.get('backend'))}; target: {result.target.get('label', '')}",
+             f"workload: {result.workload.get('requests')} requests at {result.workload.get('rate')}/s, "
+             f"{result.workload.get('concurrency')} at a time", ""]
+    header = f"{'strategy':<30} {'1st answer':>10} {'swap at':>9} {'p50 before':>10} {'p50 after':>10} " \
+             f"{'p99':>9} {'req/s':>7} {'failed':>6}"
+    lines.append(header)
+    for row in strategy_table(result):
+        rps = "-" if row["throughput_rps"] is None else f"{row['throughput_rps']:.1f}"
+        lines.append(f"{row['title']:<30} {_s(row['first_response_s']):>10} {_s(row['swap_at_s']):>9} "
+                     f"{_s(row['p50_before_s']):>10} {_s(row['p50_after_s']):>10} {_s(row['p99_s']):>9} "
+                     f"{rps:>7} {row['failed']:>6}")
+    lines.append("")
+    for name, strategy in result.strategies.items():
+        for event in strategy.events:
+            if event.kind in ("migration_failed", "session_failed", "migration_skipped", "shared_memory"):
+                lines.append(f"{STRATEGY_TITLES.get(name, name)}: {event.kind} at {event.t:.3f} s: {event.detail}")
+        agreement = strategy.outputs.get("checks", [])
+        for check in agreement:
+            if check.get("compared") and check["a"] != "cpu":
+                verdict = "agree" if check["agree"] else "DIFFER"
+                lines.append(f"{STRATEGY_TITLES.get(name, name)}: outputs {check['a']} vs {check['b']} {verdict} "
+                             f"(max |diff| {check['max_abs_diff']:.3g}, atol {strategy.outputs['atol']:g}, "
+                             f"rtol {strategy.outputs['rtol']:g})")
+    shared = result.shared_memory
+    if shared.get("requested"):
+        if shared.get("available"):
+            lines.append(f"shared memory: copy p50 {_s(shared.get('copy_p50_s'))}, "
+                         f"zero-copy p50 {_s(shared.get('zero_copy_p50_s'))}")
+        else:
+            lines.append(f"shared memory unavailable: {shared.get('reason')}")
+    return lines

@@ -1,0 +1,21 @@
+"""Model intake: everything known about a model before any runtime is involved.
+
+- ``reader``: ``load_model`` (the weight-free reader, one-line ``ModelError`` for bad input),
+  ``load_structure`` (a weight-free ``onnx.ModelProto``) and ``file_digest``;
+- ``graph``: the data model every other package works from (``ModelGraph``, ``Node``,
+  ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index;
+- ``wire``: the protobuf wire-format scanner the reader is built on;
+- ``shapes``: default values for symbolic dimensions and the tensor shapes they imply;
+- ``samples``: the bundled sample models (``python -m dashboard.intake.samples DIR``);
+- ``overview``: the tables the Overview page and the report show (pandas).
+"""
+
+from dashboard.lazy import exports
+
+__getattr__, __dir__ = exports(__name__, {
+    "load_model": "reader", "load_structure": "reader", "file_digest": "reader",
+    "ModelGraph": "graph", "Node": "graph", "TensorSpec": "graph", "Initializer": "graph", "SubGraph": "graph",
+    "default_dims": "shapes", "resolve_dims": "shapes", "check_dims": "shapes",
+    "SAMPLES": "samples", "sample_path": "samples",
+})
+__all__ = __dir__()

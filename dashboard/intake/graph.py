@@ -1,0 +1,348 @@
+"""The model's data model: what every package knows about a graph, weights left out.
+
+``ModelGraph`` is built by ``dashboard.intake.reader`` and read by the classifiers, partitions,
+plans and pages. Nodes carry their attributes and control-flow bodies decoded on first access from
+the parsed node (so the file is read exactly once, and a 20,000-node graph pays nothing for
+attributes nobody asks for); the producer/consumer index is built once per graph, on first use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Union
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, GraphProto, NodeProto, TensorProto, numpy_helper
+
+Dim = int | str | None
+
+MS_DOMAIN = "com.microsoft"
+
+# Tensors up to this size are small: parsed whole, and their values kept when they sit in an
+# attribute (a Constant mask, a ConstantOfShape fill). Larger ones are weights: header only.
+SMALL_TENSOR_BYTES = 1 << 16
+
+_BITS = {
+    TensorProto.FLOAT: 32, TensorProto.UINT8: 8, TensorProto.INT8: 8, TensorProto.UINT16: 16,
+    TensorProto.INT16: 16, TensorProto.INT32: 32, TensorProto.INT64: 64, TensorProto.BOOL: 8,
+    TensorProto.FLOAT16: 16, TensorProto.DOUBLE: 64, TensorProto.UINT32: 32,
+    TensorProto.UINT64: 64, TensorProto.COMPLEX64: 64, TensorProto.COMPLEX128: 128,
+    TensorProto.BFLOAT16: 16, TensorProto.FLOAT8E4M3FN: 8, TensorProto.FLOAT8E4M3FNUZ: 8,
+    TensorProto.FLOAT8E5M2: 8, TensorProto.FLOAT8E5M2FNUZ: 8, TensorProto.UINT4: 4,
+    TensorProto.INT4: 4,
+}
+_NP_NAMES = {"FLOAT": "float32", "DOUBLE": "float64", "UNDEFINED": "undefined"}
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+@lru_cache(maxsize=None)
+def dtype_name(elem_type: int) -> str:
+    """ONNX element type as a short lowercase name (``float32``, ``int64``, ``int4`` ...).
+    Cached: it runs once per initializer and value info."""
+    try:
+        name = TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"type{elem_type}"
+    return _NP_NAMES.get(name, name.lower())
+
+
+def dtype_bits(elem_type: int) -> int:
+    """Bits per element, 0 for strings and unknown types."""
+    return _BITS.get(elem_type, 0)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input, output or value-info entry."""
+
+    name: str
+    dtype: str
+    elem_type: int
+    shape: tuple[Dim, ...] | None  # None: rank unknown; str: symbolic; None inside: unnamed dynamic
+
+    @property
+    def symbolic_dims(self) -> list[str]:
+        """Names of the dimensions that are not fixed (unnamed ones shown as ``?``)."""
+        if self.shape is None:
+            return []
+        return [d if isinstance(d, str) else "?" for d in self.shape if not isinstance(d, int)]
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def shape_text(self) -> str:
+        if self.shape is None:
+            return "?"
+        return "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+    def nbytes(self, overrides: dict[str, int] | None = None) -> int | None:
+        """Size in bytes once symbolic dims are fixed by ``overrides``; None if still unknown."""
+        if self.shape is None:
+            return None
+        count = 1
+        for dim in self.shape:
+            if isinstance(dim, str) and overrides and dim in overrides:
+                dim = overrides[dim]
+            if not isinstance(dim, int) or dim < 0:
+                return None
+            count *= dim
+        return count * dtype_bits(self.elem_type) // 8
+
+
+@dataclass(frozen=True)
+class Initializer:
+    """A weight: header only, its bytes stay on disk."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    external_location: str | None
+
+
+@dataclass(frozen=True)
+class TensorValue(Initializer):
+    """A tensor held in an attribute (a Constant's value, ConstantOfShape's fill): the header of an
+    ``Initializer``, plus its values when it is small (``nbytes <= SMALL_TENSOR_BYTES``) and stored
+    in the file. Larger or external tensors keep ``values=None``: like weights, never read."""
+
+    values: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+AttributeValue = Union[int, float, str, bytes, TensorValue, "SubGraph", TensorSpec, list, None]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node of the top-level graph or of a body. ``name`` is unique and stable within its graph
+    (generated for unnamed or duplicate names, see ``stable_node_names``); ``onnx_name`` is the name
+    as stored in the file.
+
+    ``proto`` is the node as parsed (large tensors already stripped). ``attributes`` and ``bodies``
+    are decoded from it on first access and cached: a 20,000-node graph pays nothing at load time
+    for attributes nobody asks for, and nothing ever reads the file again."""
+
+    index: int
+    name: str
+    onnx_name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    subgraphs: int
+    proto: NodeProto | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def qualified_op(self) -> str:
+        return self.op_type if self.domain in ("", "ai.onnx") else f"{self.domain}::{self.op_type}"
+
+    @cached_property
+    def attributes(self) -> dict[str, AttributeValue]:
+        """Attribute name -> plain value: int, float, str (bytes if not UTF-8), lists of those,
+        ``TensorValue`` for tensors, ``SubGraph`` for graphs, ``TensorSpec`` for type attributes;
+        None for an attribute without a type."""
+        if self.proto is None:
+            return {}
+        return {a.name: _attribute_value(a) for a in self.proto.attribute}
+
+    @cached_property
+    def bodies(self) -> dict[str, SubGraph]:
+        """Subgraph bodies by attribute name (``then_branch``, ``body`` ...); the k-th graph of a
+        GRAPHS attribute holding several is ``name[k]``."""
+        bodies: dict[str, SubGraph] = {}
+        for name, value in self.attributes.items() if self.subgraphs else ():
+            graphs = [value] if isinstance(value, SubGraph) else [
+                v for v in value if isinstance(v, SubGraph)] if isinstance(value, list) else []
+            for k, graph in enumerate(graphs):
+                bodies[name + (f"[{k}]" if len(graphs) > 1 else "")] = graph
+        return bodies
+
+
+@dataclass
+class SubGraph:
+    """A control-flow body (If branch, Loop/Scan body): the same structure as ``ModelGraph`` and the
+    same rule for weights (initializer headers only)."""
+
+    name: str
+    inputs: list[TensorSpec]  # formal inputs in order (Loop: iteration, condition, carried state)
+    outputs: list[TensorSpec]
+    nodes: list[Node]
+    initializers: dict[str, Initializer]
+    value_info: dict[str, TensorSpec]
+
+
+@dataclass
+class ModelGraph:
+    """Structure of one ONNX model, as the classifiers, partitions and pages need it."""
+
+    path: str
+    file_bytes: int
+    ir_version: int
+    producer: str
+    opsets: dict[str, int]
+    graph_name: str
+    listed_inputs: list[TensorSpec]  # graph.input as stored (may include initializers)
+    outputs: list[TensorSpec]
+    nodes: list[Node]
+    initializers: dict[str, Initializer]
+    value_info: dict[str, TensorSpec]
+    topo_order: list[int]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        """Inputs a caller must feed (graph inputs that are not initializers)."""
+        return [t for t in self.listed_inputs if t.name not in self.initializers]
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(i.nbytes for i in self.initializers.values())
+
+    @property
+    def external_bytes(self) -> int:
+        return sum(i.nbytes for i in self.initializers.values() if i.external_location)
+
+    def op_histogram(self) -> Counter:
+        return Counter(n.qualified_op for n in self.nodes)
+
+    def node_by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+
+def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
+    """Unique display names for ``(onnx_name, op_type)`` pairs in graph order.
+
+    A named node keeps its name the first time it appears. An unnamed node, or a later duplicate,
+    becomes ``<name or op_type>#<index>`` (index in graph order), which cannot collide with a name
+    from an exporter because exporters do not put ``#`` in names; the suffix grows if it still does.
+    The UI, the CLI and the partition reports all use these names.
+    """
+    taken = {name for name, _ in raw if name}
+    seen: set[str] = set()
+    names = []
+    for index, (name, op_type) in enumerate(raw):
+        if name and name not in seen:
+            seen.add(name)
+            names.append(name)
+            continue
+        candidate = f"{name or op_type}#{index}"
+        while candidate in taken or candidate in seen:
+            candidate += "'"
+        seen.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initializer:
+    """Name, dtype, shape and size of a tensor. Strings are sized from their data (0 once stripped
+    inside a large node), or from ``string_bytes`` when the caller skipped the data itself."""
+    shape = tuple(header.dims)
+    count = 1
+    for dim in shape:
+        count *= dim
+    nbytes = (count * dtype_bits(header.data_type) + 7) // 8
+    if header.data_type == TensorProto.STRING:
+        nbytes = sum(len(s) for s in header.string_data) if string_bytes is None else string_bytes
+    location = None
+    if header.data_location == TensorProto.EXTERNAL:
+        entries = {e.key: e.value for e in header.external_data}
+        location = entries.get("location", "")
+        if "length" in entries and entries["length"].isdigit():
+            nbytes = int(entries["length"])
+    return Initializer(header.name, dtype_name(header.data_type), shape, nbytes, location)
+
+
+def sparse_header(sparse: onnx.SparseTensorProto) -> Initializer:
+    values = sparse.values
+    count = 1
+    for dim in values.dims:
+        count *= dim
+    nbytes = (count * dtype_bits(values.data_type) + 7) // 8
+    return Initializer(values.name, dtype_name(values.data_type), tuple(sparse.dims), nbytes, None)
+
+
+def value_spec(value_info: onnx.ValueInfoProto) -> TensorSpec:
+    return type_spec(value_info.name, value_info.type)
+
+
+def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
+    kind = type_proto.WhichOneof("value")
+    if kind != "tensor_type":
+        return TensorSpec(name, kind.replace("_type", "") if kind else "unknown", 0, None)
+    tensor = type_proto.tensor_type
+    shape: tuple[Dim, ...] | None = None
+    if tensor.HasField("shape"):
+        dims: list[Dim] = []
+        for dim in tensor.shape.dim:
+            which = dim.WhichOneof("value")
+            dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
+        shape = tuple(dims)
+    return TensorSpec(name, dtype_name(tensor.elem_type), tensor.elem_type, shape)
+
+
+# -- attributes and bodies, decoded on first access -----------------------------------------------
+
+def build_nodes(protos) -> list[Node]:
+    """``Node``s for the NodeProtos of one graph (top level or body), in order."""
+    names = stable_node_names([(n.name, n.op_type) for n in protos])
+    return [Node(i, names[i], n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output),
+                 sum(1 for a in n.attribute if a.type in _GRAPH_ATTRIBUTES) if n.attribute else 0, n)
+            for i, n in enumerate(protos)]
+
+
+def build_subgraph(graph: GraphProto) -> SubGraph:
+    inits = [tensor_header(t) for t in graph.initializer] + [sparse_header(s) for s in graph.sparse_initializer]
+    return SubGraph(graph.name, [value_spec(v) for v in graph.input], [value_spec(v) for v in graph.output],
+                    build_nodes(graph.node), {i.name: i for i in inits}, {v.name: value_spec(v) for v in graph.value_info})
+
+
+def _tensor_value(tensor: TensorProto) -> TensorValue:
+    header = tensor_header(tensor)
+    values = None
+    if header.external_location is None and header.nbytes <= SMALL_TENSOR_BYTES:
+        try:
+            values = numpy_helper.to_array(tensor)
+        except (ValueError, TypeError):  # no data: stripped (stored larger than it counts) or malformed
+            pass
+    return TensorValue(header.name, header.dtype, header.shape, header.nbytes, header.external_location, values)
+
+
+def _sparse_value(sparse: onnx.SparseTensorProto) -> TensorValue:
+    header = sparse_header(sparse)  # values are not densified: no consumer needs them
+    return TensorValue(header.name, header.dtype, header.shape, header.nbytes, None)
+
+
+def _text(raw: bytes) -> str | bytes:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+_DECODERS = {
+    AttributeProto.FLOAT: lambda a: a.f,
+    AttributeProto.INT: lambda a: a.i,
+    AttributeProto.STRING: lambda a: _text(a.s),
+    AttributeProto.TENSOR: lambda a: _tensor_value(a.t),
+    AttributeProto.GRAPH: lambda a: build_subgraph(a.g),
+    AttributeProto.SPARSE_TENSOR: lambda a: _sparse_value(a.sparse_tensor),
+    AttributeProto.TYPE_PROTO: lambda a: type_spec("", a.tp),
+    AttributeProto.FLOATS: lambda a: list(a.floats),
+    AttributeProto.INTS: lambda a: list(a.ints),
+    AttributeProto.STRINGS: lambda a: [_text(s) for s in a.strings],
+    AttributeProto.TENSORS: lambda a: [_tensor_value(t) for t in a.tensors],
+    AttributeProto.GRAPHS: lambda a: [build_subgraph(g) for g in a.graphs],
+    AttributeProto.SPARSE_TENSORS: lambda a: [_sparse_value(t) for t in a.sparse_tensors],
+    AttributeProto.TYPE_PROTOS: lambda a: [type_spec("", t) for t in a.type_protos],
+}
+
+
+def _attribute_value(attr: AttributeProto) -> AttributeValue:
+    decode = _DECODERS.get(attr.type)
+    return decode(attr) if decode is not None else None
+
+

@@ -1,0 +1,234 @@
+"""Values for symbolic dimensions, and the tensor shapes they imply.
+
+QNN compiles static graphs: with a symbolic ``batch_size`` or ``sequence_length`` left open the EP
+answers "Cannot get shape" for almost every node and claims next to nothing. So every analysis
+fixes each symbolic dimension of the graph inputs (``add_free_dimension_override_by_name``). This
+module proposes a value for each name (the user overrides any of them) and, once they are fixed,
+infers the shape of every tensor, which is what the migration plans need to price the tensors
+that cross a segment boundary.
+
+Defaults, by what the name says (case-insensitive, ``_``/``-`` ignored):
+
+==========================================  =======  ==========================================
+dimension name looks like                   value    why
+==========================================  =======  ==========================================
+batch, batch_size, N, bs, b                 1        on-device inference serves one request
+sequence_length, seq_len, tokens …          1 / 128  1 for a decoder with a KV cache (one decode
+                                                     step), 128 for encoders and prefill
+past_sequence_length, past_seq_len …        127      one token short of ``total``
+total_sequence_length, max_seq_len …        128      ``past + sequence`` for a decode step
+height/width, H/W, image_size …             224      the usual vision input
+frames, time, num_frames, audio_length …    3000     30 s of 10 ms log-mel frames (Whisper)
+anything else                               1        flagged as a guess
+==========================================  =======  ==========================================
+
+Shape inference uses ONNX Runtime's symbolic shape inference (``onnxruntime.tools``), which knows
+the ``com.microsoft`` contrib ops of GenAI models (GroupQueryAttention, MatMulNBits,
+RotaryEmbedding …); ONNX's own inference is the fallback. A shape that stays unknown or symbolic
+is reported as such (``TensorShape.nbytes`` is None), never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dashboard.errors import UserError
+from dashboard.intake.graph import ModelGraph, dtype_bits, dtype_name
+
+DEFAULT_BATCH = 1
+DEFAULT_SEQUENCE = 128
+DEFAULT_DECODE_SEQUENCE = 1
+DEFAULT_IMAGE = 224
+DEFAULT_FRAMES = 3000
+
+_RULES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^(batch|batchsize|bs|b|n|nbatch|numbatch)$"), "batch"),
+    (re.compile(r"past.*(seq|len)|pastlen|cachelen|pastkeylen"), "past"),
+    (re.compile(r"^(total|max|kv).*(seq|len)|totalseq|maxlength"), "total"),
+    (re.compile(r"(seq|sequence|tokens?|ntoken|textlen|inputlen|length|len)"), "sequence"),
+    (re.compile(r"^(h|w|height|width|imgh|imgw|imageh|imagew|imagesize|size|inputh|inputw)$"), "image"),
+    (re.compile(r"(height|width)"), "image"),
+    (re.compile(r"(frame|time|audio|samples|mel)"), "frames"),
+]
+
+
+@dataclass(frozen=True)
+class DimDefault:
+    """A proposed value for one symbolic dimension, with the reason shown next to it."""
+
+    name: str
+    value: int
+    why: str
+    guessed: bool = False
+
+
+def _kind(name: str) -> str | None:
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    for pattern, kind in _RULES:
+        if pattern.search(key):
+            return kind
+    return None
+
+
+def has_kv_cache(graph: ModelGraph) -> bool:
+    """A decoder that feeds past key/values back in (then one decode step is the default)."""
+    names = [t.name.lower() for t in graph.inputs]
+    return any("past" in n and ("key" in n or "value" in n or n.startswith("past")) for n in names)
+
+
+def symbolic_dims(graph: ModelGraph) -> list[str]:
+    """Symbolic dimension names of the graph inputs and outputs, in first-seen order."""
+    seen: dict[str, None] = {}
+    for spec in (*graph.inputs, *graph.outputs):
+        for dim in spec.shape or ():
+            if isinstance(dim, str) and dim:
+                seen.setdefault(dim, None)
+    return list(seen)
+
+
+def unnamed_dynamic_inputs(graph: ModelGraph) -> list[str]:
+    """Inputs with a dimension that has no name (``?``): no override can fix those."""
+    return [t.name for t in graph.inputs if t.shape is None or any(d is None for d in t.shape)]
+
+
+def default_dims(graph: ModelGraph) -> dict[str, DimDefault]:
+    """A proposed value for every symbolic dimension of the graph's inputs and outputs."""
+    decoder = has_kv_cache(graph)
+    out: dict[str, DimDefault] = {}
+    for name in symbolic_dims(graph):
+        kind = _kind(name)
+        if kind == "batch":
+            out[name] = DimDefault(name, DEFAULT_BATCH, "batch: one request at a time")
+        elif kind == "past":
+            out[name] = DimDefault(name, DEFAULT_SEQUENCE - 1, "past tokens in the KV cache (total - 1)")
+        elif kind == "total":
+            out[name] = DimDefault(name, DEFAULT_SEQUENCE, "KV cache length after this step (past + 1)")
+        elif kind == "sequence":
+            if decoder:
+                out[name] = DimDefault(name, DEFAULT_DECODE_SEQUENCE, "one decode step of a KV-cache decoder")
+            else:
+                out[name] = DimDefault(name, DEFAULT_SEQUENCE, "sequence length of an encoder / prefill")
+        elif kind == "image":
+            out[name] = DimDefault(name, DEFAULT_IMAGE, "image side of a typical vision input")
+        elif kind == "frames":
+            out[name] = DimDefault(name, DEFAULT_FRAMES, "30 s of 10 ms audio frames")
+        else:
+            out[name] = DimDefault(name, 1, "no rule for this name: 1 is a guess, set it", guessed=True)
+    return out
+
+
+def check_dims(dims: dict[str, int]) -> None:
+    """Dimension overrides must be positive integers (bools are ints in Python: refused)."""
+    for name, value in dims.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
+
+
+def is_float_model(graph: ModelGraph) -> bool:
+    """Float inputs or float32 weights: the models HTP runs in fp16 (pre-set on the pages)."""
+    return any(t.dtype in ("float32", "float64") for t in graph.inputs) or any(
+        i.dtype == "float32" for i in graph.initializers.values())
+
+
+def resolve_dims(graph: ModelGraph, overrides: dict[str, int] | None) -> dict[str, int]:
+    """Defaults for every symbolic dimension, with the user's ``overrides`` on top (overrides for
+    names the graph does not have are kept: they may name internal dims)."""
+    dims = {name: d.value for name, d in default_dims(graph).items()}
+    dims.update(overrides or {})
+    return dims
+
+
+@dataclass(frozen=True)
+class TensorShape:
+    """Inferred dtype and shape of one tensor after the dimension overrides."""
+
+    dtype: str
+    shape: tuple[int | str | None, ...] | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) and d >= 0 for d in self.shape)
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of the tensor, or None when a dimension is unknown or the dtype has no fixed size."""
+        if not self.is_static:
+            return None
+        bits = _BITS_BY_NAME.get(self.dtype, 0)
+        if not bits:
+            return None
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return (count * bits + 7) // 8
+
+    def text(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype}[?]"
+        return f"{self.dtype}[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+    def to_json(self) -> list:
+        return [self.dtype, None if self.shape is None else list(self.shape)]
+
+    @classmethod
+    def from_json(cls, data: list) -> "TensorShape":
+        dtype, shape = data
+        return cls(dtype, None if shape is None else tuple(shape))
+
+
+_BITS_BY_NAME = {dtype_name(code): dtype_bits(code) for code in range(1, 26)}
+
+
+def _fix_io_dims(model, dims: dict[str, int]) -> None:
+    for value in (*model.graph.input, *model.graph.output):
+        tensor = value.type.tensor_type
+        if not tensor.HasField("shape"):
+            continue
+        for dim in tensor.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in dims:
+                dim.dim_value = int(dims[dim.dim_param])
+
+
+def _collect(model) -> dict[str, TensorShape]:
+    out: dict[str, TensorShape] = {}
+    graph = model.graph
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        tensor = value.type.tensor_type
+        if value.type.WhichOneof("value") != "tensor_type":
+            continue
+        shape = None
+        if tensor.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
+        out[value.name] = TensorShape(dtype_name(tensor.elem_type), shape)
+    for init in graph.initializer:
+        out[init.name] = TensorShape(dtype_name(init.data_type), tuple(int(d) for d in init.dims))
+    return out
+
+
+def infer_tensor_shapes(model, dims: dict[str, int]) -> tuple[dict[str, TensorShape], str]:
+    """Shapes of every tensor of ``model`` (an ``onnx.ModelProto``, weights may be absent) with
+    the graph's symbolic dims fixed to ``dims``. Returns the shapes and which inference produced
+    them. ``model`` is modified (its input/output dims are fixed)."""
+    import onnx
+
+    _fix_io_dims(model, dims)
+    shapes, source = _collect(model), "declared shapes only (inference failed)"
+    try:
+        shapes, source = _collect(onnx.shape_inference.infer_shapes(model, data_prop=True)), "onnx shape inference"
+    except Exception:  # noqa: BLE001 - onnx raises several error types on graphs it cannot follow
+        pass
+    produced = [t for node in model.graph.node for t in node.output if t]
+    if all(t in shapes and shapes[t].shape is not None for t in produced):
+        return shapes, source
+    # ONNX does not know the com.microsoft contrib ops of GenAI models; ORT's symbolic inference
+    # does, at the cost of importing sympy, so it runs only when ONNX left tensors unknown.
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        if inferred is not None:
+            return _collect(inferred), "onnxruntime symbolic shape inference"
+    except Exception:  # noqa: BLE001 - it raises bare Exceptions on graphs it cannot follow
+        pass
+    return shapes, source

@@ -1,0 +1,295 @@
+"""Partition analysis, end to end: the one entry point the CLI and the Partitions page use.
+
+``analyze(model, options)`` runs the measurement in a runtime worker process (``partition_worker``)
+with a timeout, so a native crash or hang of QNN is a status in the report, never a dead
+dashboard. It then replaces predicted figures with any device report given, computes the node
+classes and the two migration plans, and caches the whole report on disk under the model digest
+and the options, so asking again (or flipping a knob back) answers from the cache in
+milliseconds. Failures - dynamic shapes, ``QNN_COMMON_ERROR_MEM_ALLOC`` at finalize, crashes,
+timeouts - come back as a backend status with the runtime's own message and an actionable
+suggestion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from dashboard.errors import UserError
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.reader import load_model
+from dashboard.intake.shapes import TensorShape, check_dims, default_dims, resolve_dims, unnamed_dynamic_inputs
+from dashboard.partition import cache
+from dashboard.partition.plans import build_plans, plan_graph
+from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
+                                        failed, measured_backends)
+from dashboard.runtime.socs import DEFAULT_SOC, soc_for
+
+BACKENDS = ("htp", "gpu")
+DEFAULT_TIMEOUT = 900.0
+OPT_LEVELS = ("all", "extended", "basic", "disabled")
+
+Events = Callable[[dict], None]
+
+
+@dataclass
+class PartitionOptions:
+    """The knobs that decide what QNN claims. ``dims`` are the user's overrides; every other
+    symbolic dimension gets its default (``shapes.default_dims``)."""
+
+    backends: tuple[str, ...] = BACKENDS
+    dims: dict[str, int] = field(default_factory=dict)
+    fp16: bool = False
+    soc: str | None = None
+    provider_options: dict[str, str] = field(default_factory=dict)
+    optimization_level: str = "all"
+
+    def __post_init__(self) -> None:
+        self.backends = tuple(dict.fromkeys(b.strip().lower() for b in self.backends if b.strip()))
+        unknown = [b for b in self.backends if b not in BACKENDS]
+        if unknown or not self.backends:
+            raise UserError(f"unknown backend {', '.join(unknown) or '(none)'}; choose from {', '.join(BACKENDS)}")
+        if self.optimization_level not in OPT_LEVELS:
+            raise UserError(f"unknown optimization level {self.optimization_level!r}; one of {', '.join(OPT_LEVELS)}")
+        check_dims(self.dims)
+        self.soc = soc_for(self.soc, self.fp16)
+        self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["backends"] = list(self.backends)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PartitionOptions":
+        return cls(**{**data, "backends": tuple(data.get("backends", BACKENDS))})
+
+
+def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
+    """``["NAME=VALUE", ...]`` from the command line or a text box."""
+    out: dict = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise UserError(f"{what} {item!r} is not NAME=VALUE")
+        if integer:
+            try:
+                out[name] = int(value)
+            except ValueError:
+                raise UserError(f"{what} {name!r} must be an integer, got {value!r}") from None
+            if out[name] <= 0:
+                raise UserError(f"{what} {name!r} must be positive, got {value}")
+        else:
+            out[name] = value
+    return out
+
+
+# -- suggestions --------------------------------------------------------------------------------------
+def suggestion_for(error: str, options: PartitionOptions, graph: ModelGraph | None = None) -> str:
+    """One actionable sentence for a failed backend."""
+    text = error.lower()
+    if "mem_alloc" in text or "memory allocation" in text:
+        if not options.fp16:
+            return (f"QNN could not fit the float32 graph in HTP memory when finalizing: turn on fp16 precision "
+                    f"(--fp16, SoC {DEFAULT_SOC} by default) - it halves every tensor and weight.")
+        return ("Even in fp16 the graph does not fit: lower the sequence or image dimensions (--dim) or split the "
+                "model into smaller graphs.")
+    if "fp16" in text and "soc" in text:
+        return f"HTP fp16 precision needs a SoC: pick one (--soc, e.g. {DEFAULT_SOC})."
+    if "killed by" in text or "died during" in text:
+        return ("The runtime crashed natively while building the session; no partial result exists. Try "
+                "optimization level 'basic' or 'disabled', smaller --dim values or another --soc; if it also "
+                "crashes on the device, it is an EP bug worth reporting with this model.")
+    if "did not finish" in text or "timed out" in text:
+        return ("Raise --timeout, or use smaller --dim values: HTP finalization of large float graphs on the "
+                "x86_64 simulator can take many minutes.")
+    if "cannot get shape" in text or "dynamic" in text:
+        names = unnamed_dynamic_inputs(graph) if graph is not None else []
+        where = f" (inputs with unnamed dynamic dimensions: {', '.join(names[:4])})" if names else ""
+        return f"Fix every symbolic dimension with --dim NAME=VALUE{where}."
+    if "initialize" in text and "backend" in text:
+        return "This backend does not initialize on this host; its figures are predicted where possible."
+    return "The message above is the runtime's own; check the options (--option) and the model."
+
+
+# -- the analysis -------------------------------------------------------------------------------------
+def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = None, *,
+            timeout: float | None = DEFAULT_TIMEOUT, on_event: Events | None = None,
+            device_reports: list[tuple[str, str]] = (), use_cache: bool = True, digest: str | None = None,
+            worker_argv: list[str] | None = None) -> PartitionReport:
+    """The partition report of ``model_path`` under ``options``.
+
+    ``device_reports``: (label, JSON text) of reports written with ``partition --out`` on a
+    device; their measured backends replace any backend not measured here. ``digest`` skips
+    hashing the file when the caller already knows it. Raises ``UserError`` for bad input (an
+    unreadable model, bad options, a device report of another model); runtime failures are
+    statuses inside the report.
+    """
+    started = time.perf_counter()
+    options = options or PartitionOptions()
+    emit = on_event or (lambda event: None)
+    path = str(Path(model_path).expanduser().resolve())
+    if not Path(path).is_file():
+        load_model(path)  # raises the one-line reason
+    device_digests = [hashlib.blake2b(text.encode(), digest_size=8).hexdigest() for _, text in device_reports]
+
+    def from_cache(known: str) -> PartitionReport | None:
+        cached = cache.read(cache.cache_key(known, options, device_digests, " ".join(worker_argv or ["local"])))
+        if cached is not None:
+            cached.cached = True
+            cached.elapsed_s = round(time.perf_counter() - started, 4)
+            emit({"kind": "stage", "stage": "answered from the cache", "progress": 1.0})
+        return cached
+
+    known = digest or cache.remembered_digest(path)
+    if known and use_cache and (cached := from_cache(known)):
+        return cached
+    # A miss. The worker starts now and imports the runtime while this process reads the model;
+    # hashing a new file overlaps the measurement on a thread; the worker runs on this one, since
+    # its events must reach ``emit`` here (Streamlit widgets update only from the script thread).
+    from dashboard.runtime.client import WorkerClient
+
+    worker = WorkerClient(worker_argv).spawn()
+    try:
+        graph = load_model(path)  # bad input fails here, in one line, before any work starts
+    except UserError:
+        worker.close()
+        raise
+    emit({"kind": "stage", "stage": "starting the runtime worker", "progress": 0.0})
+    dims = resolve_dims(graph, options.dims)
+    if device_reports or worker_argv is not None:
+        known = known or cache.known_digest(path)  # to match device reports; a remote worker gets the model by digest
+    devices = _device_backends(device_reports, known, graph) if device_reports else {}
+    digest_thread = _Digest(path, known)
+    config = {"backend": "htp", "dims": dims, "fp16": options.fp16, "soc": options.soc,  # runtime.SessionConfig
+              "provider_options": options.provider_options, "session_config": {},
+              "optimization_level": options.optimization_level, "intra_op_threads": 0}
+    result, crash = _run_worker(worker, path, known, config, options, timeout, emit)
+    digest = digest_thread.get()
+    notes = _notes(graph, options, dims)
+    backends = _backend_reports(result, crash, options, graph)
+    for name, report in devices.items():
+        if name not in backends or backends[name].status != MEASURED:
+            backends[name] = report
+            notes.append(f"{name.upper()} figures imported from {report.source}")
+    shapes = {name: TensorShape.from_json(s) for name, s in (result or {}).get("shapes", {}).items()}
+    order = [graph.nodes[i].name for i in graph.topo_order]
+    classes = classify_nodes(order, backends.get("htp") or failed("htp", "not requested"),
+                             backends.get("gpu") or failed("gpu", "not requested"))
+    plans = {}
+    if classes.note is None:
+        plans = {kind: plan.to_json() for kind, plan in build_plans(plan_graph(graph, shapes), classes.of()).items()}
+    if result:
+        notes += _measurement_notes(result, options)
+    report = PartitionReport(
+        model=path, digest=digest, options=options.to_json(), backends=backends, classes=classes, plans=plans,
+        node_order=order, op_types={n.name: n.qualified_op for n in graph.nodes},
+        shapes={name: s.to_json() for name, s in shapes.items()},
+        shape_source=(result or {}).get("shape_source", ""), dims=dims, notes=notes,
+        elapsed_s=round(time.perf_counter() - started, 3))
+    if use_cache and crash is None:
+        cache.write(cache.cache_key(digest, options, device_digests, " ".join(worker_argv or ["local"])), report)
+    return report
+
+
+def _device_backends(device_reports, digest: str, graph: ModelGraph) -> dict[str, BackendReport]:
+    from dashboard.partition.report import parse_device_report
+
+    out: dict[str, BackendReport] = {}
+    names = {n.name for n in graph.nodes}
+    for label, text in device_reports:
+        device = parse_device_report(text, label)
+        out.update(measured_backends(device, digest, names, label))
+    return out
+
+
+def _notes(graph: ModelGraph, options: PartitionOptions, dims: dict[str, int]) -> list[str]:
+    notes = []
+    defaults = default_dims(graph)
+    guessed = [name for name, d in defaults.items() if d.guessed and name not in options.dims]
+    if guessed:
+        notes.append(f"no rule for dimension(s) {', '.join(guessed)}: set to 1, override with --dim")
+    unnamed = unnamed_dynamic_inputs(graph)
+    if unnamed:
+        notes.append(f"inputs with unnamed dynamic dimensions cannot be fixed by name: {', '.join(unnamed[:5])}")
+    if options.fp16 and not options.provider_options.get("soc_model"):
+        notes.append(f"HTP fp16 precision compiled for SoC {options.soc}")
+    return notes
+
+
+def _measurement_notes(result: dict, options: PartitionOptions) -> list[str]:
+    notes = []
+    if options.optimization_level != "disabled":
+        notes.append(f"measured at optimization level '{options.optimization_level}': ONNX Runtime's level-1 "
+                     f"optimizations run before partitioning ({result.get('optimized_nodes')} nodes reach the EPs); "
+                     "nodes they fused inherit their verdict, nodes they folded are listed as removed")
+    if result.get("renamed_nodes"):
+        notes.append(f"{result['renamed_nodes']} unnamed or duplicate-named node(s) were given their stable names "
+                     "(<op_type>#<index>) in the copy the sessions analysed")
+    return notes
+
+
+class _Digest:
+    """The model's digest, hashed on a thread while the worker measures (a multi-GB file takes
+    seconds); known digests are returned as they are."""
+
+    def __init__(self, path: str, known: str | None) -> None:
+        self.path, self.digest = path, known
+        self.error: OSError | None = None
+        self.thread = threading.Thread(target=self._hash, daemon=True)
+        if known is None:
+            self.thread.start()
+
+    def _hash(self) -> None:
+        try:
+            self.digest = cache.known_digest(self.path)
+        except OSError as exc:
+            self.error = exc
+
+    def get(self) -> str:
+        if self.digest is None:
+            self.thread.join()
+        if self.error is not None:
+            raise UserError(f"{self.path}: cannot read it ({self.error.strerror or self.error})")
+        return self.digest
+
+
+def _run_worker(worker, path: str, digest: str | None, config: dict,
+                options: PartitionOptions, timeout: float | None, emit: Events) -> tuple[dict | None, str | None]:
+    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
+    from dashboard.runtime.client import WorkerError
+
+    try:
+        with worker:
+            remote_path = worker.send_model(path, digest or "", on_event=emit)
+            result = worker.call("partition", {"path": remote_path, "config": config,
+                                               "backends": list(options.backends)},
+                                 timeout=timeout, on_event=emit)
+        return result, None
+    except WorkerError as exc:
+        return None, str(exc)
+
+
+def _backend_reports(result: dict | None, crash: str | None, options: PartitionOptions,
+                     graph: ModelGraph) -> dict[str, BackendReport]:
+    out = {}
+    for backend in options.backends:
+        if result is None:
+            out[backend] = failed(backend, crash or "no result", suggestion_for(crash or "", options, graph))
+            continue
+        report = BackendReport.from_json(result["backends"][backend], backend)
+        if report.status == FAILED and report.error:
+            report.suggestion = suggestion_for(report.error, options, graph)
+        elif report.status in (MEASURED, PREDICTED):
+            shapeless = sum(1 for n in report.nodes.values() if n.reason and "Cannot get shape" in n.reason)
+            if shapeless:
+                report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes: "
+                                     + suggestion_for("cannot get shape", options, graph))
+        out[backend] = report
+    return out

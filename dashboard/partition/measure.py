@@ -1,0 +1,459 @@
+"""Measure which model nodes each QNN backend claims, inside the runtime worker.
+
+Runs as the worker command ``partition`` (``dashboard.runtime.worker``), so a native crash or hang of QNN
+never takes the dashboard down. For each requested backend it creates one real session with
+``session.record_ep_graph_assignment_info=1`` (which node went to which EP, subgraph by subgraph)
+and the EP's framework op trace (``enable_framework_op_trace=1``: the EP's reason for every node it
+refused and the QNN op each claimed node became), then maps what the runtime reports back to the
+model's own node names:
+
+- The runtime reports node names of the graph *it* partitions, which is not the file: ONNX
+  Runtime's level-1 optimizer runs first (constant folding, Conv+BatchNorm and MatMul+Add fusion,
+  Identity elimination) at any optimization level but ``disabled``. This module saves that graph
+  (``runtime.optimized_model`` with the same dimension overrides) and relates each model node to it:
+  kept under its own name, ``fused`` into a node ORT created (found by name prefix, else by the
+  tensor that node now produces), or ``removed`` (folded into a constant or eliminated: it runs on
+  no backend). The measurement therefore uses the configured optimization level and says so.
+- The layout transformation of NHWC backends renames claimed nodes (``conv0`` -> ``conv0_token_1``)
+  and inserts Transposes; the suffix is stripped, and nodes that are not model nodes are counted as
+  ``added_nodes``.
+- Unnamed and duplicate-named nodes: the session is fed a copy of the model in which they carry the
+  stable names of ``model_io.stable_node_names`` (``Relu#1``), so the runtime reports exactly the
+  names the UI and CLI use. The copy is passed from memory; external weights stay where they are.
+
+The GPU backend is measured the same way where it initializes (a Snapdragon device). Where it does
+not, the GPU column is predicted by ``gpu_rules`` on the same optimized graph and labelled so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from dashboard.errors import UserError
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.reader import load_model, load_structure
+from dashboard.partition import gpu_rules
+from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
+                                        BackendReport, NodeSupport, failed)
+
+QNN_EP = "QNNExecutionProvider"
+RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
+_TOKEN = re.compile(r"^(.*)_token_\d+$")
+
+Emit = Callable[[dict], None]
+
+
+# -- the graph the runtime partitions -------------------------------------------------------------------
+@dataclass
+class OptNode:
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict = field(default_factory=dict)
+    subgraphs: int = 0
+
+
+@dataclass
+class OptGraph:
+    """The graph after ORT's pre-partitioning optimizations (or the model itself when disabled)."""
+
+    nodes: dict[str, OptNode]
+    initializers: set[str]
+
+    def producers(self) -> dict[str, str]:
+        return {out: node.name for node in self.nodes.values() for out in node.outputs if out}
+
+
+def opt_graph(graph: ModelGraph) -> OptGraph:
+    """The runtime's graph as read by ``load_model`` (attributes decoded there, on demand)."""
+    nodes = {n.name: OptNode(n.name, n.op_type, n.domain, n.inputs, n.outputs, n.attributes, n.subgraphs)
+             for n in graph.nodes}
+    return OptGraph(nodes, set(graph.initializers))
+
+
+# -- model node -> runtime graph node ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """Where a model node ended up in the graph the runtime partitions."""
+
+    kind: str  # "same", "fused", "removed"
+    target: str | None = None
+
+
+def place_model_nodes(graph: ModelGraph, opt: OptGraph) -> dict[str, Placement]:
+    """Relate every model node to the optimized graph. A node ORT fused away is attributed to the
+    node it became part of: first by ORT's naming (fusions name their product after the node they
+    start from, e.g. ``<MatMul name>/MatMulAddFusion``), else by the first surviving tensor
+    downstream of its outputs (walking through other removed nodes). If every path ends in a
+    constant or in a kept node's input, the node was folded or eliminated: ``removed``."""
+    producers = opt.producers()
+    by_prefix: dict[str, str] = {}  # "<name>/<Fusion>" -> "<name>"
+    for name in opt.nodes:
+        parent, sep, _ = name.rpartition("/")
+        if sep and parent:
+            by_prefix.setdefault(parent, name)
+    consumers: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        for tensor in node.inputs:
+            if tensor:
+                consumers.setdefault(tensor, []).append(node.name)
+    nodes = graph.node_by_name()
+    out: dict[str, Placement] = {}
+    for node in graph.nodes:
+        if node.name in opt.nodes:
+            out[node.name] = Placement("same", node.name)
+            continue
+        fused = by_prefix.get(node.name)
+        if fused is None or fused in nodes:
+            fused = _downstream_product(node.name, nodes, consumers, producers, opt)
+        out[node.name] = Placement("fused", fused) if fused else Placement("removed")
+    return out
+
+
+def _downstream_product(start: str, nodes: dict, consumers: dict[str, list[str]], producers: dict[str, str],
+                        opt: OptGraph) -> str | None:
+    queue, seen = deque([start]), {start}
+    while queue:
+        for tensor in nodes[queue.popleft()].outputs:
+            if not tensor or tensor in opt.initializers:
+                continue
+            producer = producers.get(tensor)
+            if producer is not None:
+                return producer  # another node (kept, like Conv absorbing BatchNorm, or new) computes it now
+            for consumer in consumers.get(tensor, ()):
+                if consumer not in opt.nodes and consumer not in seen:
+                    seen.add(consumer)
+                    queue.append(consumer)
+    return None
+
+
+def resolve_ep_name(name: str, op_type: str | None, opt: OptGraph) -> str | None:
+    """The optimized-graph node a runtime-reported name refers to: the name itself, or the name
+    before the layout transformation's ``_token_N`` suffixes (with the same op type, when known).
+    None for nodes the EP or layout transformation inserted (they are not in the graph it was
+    given)."""
+    candidate = name
+    while True:
+        node = opt.nodes.get(candidate)
+        if node is not None and (op_type is None or node.op_type == op_type):
+            return candidate
+        match = _TOKEN.match(candidate)
+        if not match:
+            return None
+        candidate = match.group(1)
+
+
+# -- one backend's verdicts -----------------------------------------------------------------------------
+@dataclass
+class Measurement:
+    """What one session said: per optimized-graph node, claimed or not, why, and as what."""
+
+    claimed: set[str]
+    reasons: dict[str, str]
+    qnn_ops: dict[str, list[str]]
+    cpu_nodes: set[str]
+    added: list[dict]
+    qnn_subgraphs: int
+
+
+def measure(opt: OptGraph, assignment: list[tuple[str, list[tuple[str, str]]]], trace: dict | None) -> Measurement:
+    """Fold the session's assignment info and the EP's op trace onto the optimized graph."""
+    claimed, cpu_nodes, added = set(), set(), {}
+    subgraphs = 0
+    for ep_name, nodes in assignment:
+        subgraphs += ep_name == QNN_EP
+        for name, op_type in nodes:
+            target = resolve_ep_name(name, op_type, opt)
+            if target is None:
+                key = (ep_name, op_type)
+                added.setdefault(key, {"ep": ep_name, "op_type": op_type, "count": 0, "names": []})
+                added[key]["count"] += 1
+                if len(added[key]["names"]) < 5:
+                    added[key]["names"].append(name)
+            elif ep_name == QNN_EP:
+                claimed.add(target)
+            else:
+                cpu_nodes.add(target)
+    reasons: dict[str, str] = {}
+    qnn_ops: dict[str, list[str]] = {}
+    for entry in (trace or {}).get("unsupported_nodes", []):
+        target = resolve_ep_name(entry.get("node_name", ""), entry.get("op_type", ""), opt)
+        if target and entry.get("reason"):
+            reasons.setdefault(target, str(entry["reason"]).strip())
+    for sub in (trace or {}).get("subgraph_traces", []):
+        for mapping in sub.get("op_mappings", []):
+            group = mapping.get("node_group_type", "OrtNodeUnit")
+            qnn_op = mapping.get("dst_qnn_op_type") or "?"
+            label = qnn_op if group == "OrtNodeUnit" else f"{qnn_op} ({group})"
+            for source in mapping.get("sources", []):
+                if source.get("type", "OP") != "OP":
+                    continue
+                target = resolve_ep_name(source.get("name", ""), None, opt)
+                if target:
+                    ops = qnn_ops.setdefault(target, [])
+                    if label not in ops:
+                        ops.append(label)
+    return Measurement(claimed, reasons, qnn_ops, cpu_nodes, sorted(added.values(), key=lambda a: -a["count"]),
+                       subgraphs)
+
+
+def opt_verdicts(opt: OptGraph, m: Measurement) -> dict[str, NodeSupport]:
+    out = {}
+    for name, node in opt.nodes.items():
+        if name in m.claimed:
+            out[name] = NodeSupport(node.op_type, True, None, " + ".join(m.qnn_ops.get(name, [])) or None, CLAIMED)
+        elif name in m.reasons or name in m.cpu_nodes:
+            reason = m.reasons.get(name) or "the EP validated this node but did not claim it (left on CPU)"
+            out[name] = NodeSupport(node.op_type, False, reason, None, REJECTED)
+        else:  # in no subgraph and never refused: the layout transformation's transpose optimizer removed it
+            out[name] = NodeSupport(node.op_type, False, PARTITION_REMOVED_REASON, None, REMOVED)
+    return out
+
+
+PARTITION_REMOVED_REASON = ("eliminated by ONNX Runtime while partitioning (layout transformation / transpose "
+                            "optimizer): in no subgraph of the session; runs on no backend")
+
+
+REMOVED_REASON = ("folded into a constant or eliminated by ONNX Runtime's optimizer before partitioning; "
+                  "runs on no backend")
+
+
+def model_verdicts(graph: ModelGraph, placement: dict[str, Placement],
+                   verdicts: dict[str, NodeSupport]) -> dict[str, NodeSupport]:
+    """Verdicts per model node from verdicts per optimized-graph node."""
+    out = {}
+    for node in graph.nodes:
+        place = placement[node.name]
+        if place.kind == "removed":
+            out[node.name] = NodeSupport(node.op_type, False, REMOVED_REASON, None, REMOVED)
+            continue
+        verdict = verdicts.get(place.target)
+        if verdict is None:
+            out[node.name] = NodeSupport(node.op_type, False, "not reported by the runtime", None, REJECTED)
+        elif place.kind == "same":
+            out[node.name] = NodeSupport(node.op_type, verdict.supported, verdict.reason, verdict.qnn_op,
+                                         verdict.status)
+        else:
+            target = place.target
+            how = f"fused by ONNX Runtime into {verdict.op_type} `{target}`"
+            reason = None if verdict.supported else f"{how}, which is not claimed: {verdict.reason}"
+            out[node.name] = NodeSupport(node.op_type, verdict.supported, reason, verdict.qnn_op,
+                                         FUSED, target)
+    return out
+
+
+# -- GPU prediction inputs ---------------------------------------------------------------------------------
+def node_facts(opt: OptGraph, shapes: dict[str, list]) -> list[gpu_rules.NodeFacts]:
+    def tensor(name: str) -> gpu_rules.TensorFacts:
+        dtype, shape = shapes.get(name, (None, None))
+        return gpu_rules.TensorFacts(name, dtype, None if shape is None else tuple(shape), name in opt.initializers)
+
+    return [gpu_rules.NodeFacts(n.name, n.op_type, n.domain, n.attrs,
+                                tuple(tensor(t) for t in n.inputs if t), tuple(tensor(t) for t in n.outputs if t),
+                                n.subgraphs)
+            for n in opt.nodes.values()]
+
+
+def predicted_verdicts(opt: OptGraph, shapes: dict[str, list],
+                       htp: dict[str, NodeSupport] | None) -> dict[str, NodeSupport]:
+    """GPU verdicts from the rule table, told what the measured HTP session said of each node."""
+    htp_facts = {name: gpu_rules.HtpFacts(v.supported, v.reason, v.qnn_op) for name, v in (htp or {}).items()}
+    out = {}
+    for name, p in gpu_rules.predict(node_facts(opt, shapes), htp_facts).items():
+        reason = p.reason if not p.supported else None
+        out[name] = NodeSupport(opt.nodes[name].op_type, p.supported, reason, p.qnn_op, PREDICTED_STATUS)
+    return out
+
+
+# -- the worker command ---------------------------------------------------------------------------------
+@dataclass
+class Prepared:
+    graph: ModelGraph
+    structure: object  # onnx.ModelProto without weight data (model_io.load_structure), for shape inference
+    session_input: str | bytes
+    session_config: dict[str, str]
+    renamed: int
+
+
+def prepare(path: str) -> Prepared:
+    """Read the model; give unnamed/duplicate nodes their stable names in the copy the sessions get."""
+    import onnx
+
+    graph = load_model(path)
+    structure = load_structure(path)
+    renamed = sum(1 for node in graph.nodes if node.onnx_name != node.name)
+    if not renamed:  # the sessions read the file itself
+        return Prepared(graph, structure, path, {}, 0)
+    model = onnx.load(path, load_external_data=False)
+    for proto, node in zip(model.graph.node, graph.nodes):
+        proto.name = node.name
+    from dashboard.runtime.qnn import EXTERNAL_DATA_FOLDER
+
+    folder = str(Path(path).resolve().parent)
+    return Prepared(graph, structure, model.SerializeToString(), {EXTERNAL_DATA_FOLDER: folder}, renamed)
+
+
+def _opt_graph(prepared: Prepared, config, workdir: str) -> OptGraph:
+    """The graph ORT hands the EPs. Only its structure is read back, so the weights ORT writes
+    beside it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
+    from dashboard.runtime.qnn import optimized_model
+
+    if config.optimization_level == "disabled":
+        return opt_graph(prepared.graph)
+    out = os.path.join(workdir, "optimized.onnx")
+    if os.path.exists(os.devnull):
+        os.symlink(os.devnull, out + ".data")
+    optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
+    return opt_graph(load_model(out))
+
+
+PROBE_TTL_S = 24 * 3600
+
+
+def probe_gpu_cached() -> tuple[bool, str | None, str]:
+    """Whether the GPU backend initializes on this host: (ok, error, when). A failed probe costs a
+    session; its outcome is kept for a day per host and runtime version, under the worker's cache
+    (``QNN_LAB_CACHE``), so repeated analyses do not pay it."""
+    from dashboard.runtime.qnn import probe_backend, versions
+
+    root = Path(os.environ.get("QNN_LAB_CACHE", Path.home() / ".cache" / "qnn-backend-lab"))
+    key = f"{os.uname().nodename}|{json.dumps(versions(), sort_keys=True)}"
+    path = root / "gpu_probe.json"
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        if known.get("key") == key and time.time() - known["at"] < PROBE_TTL_S:
+            return known["ok"], known["error"], time.strftime("%Y-%m-%d %H:%M", time.localtime(known["at"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    result = probe_backend("gpu")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "at": time.time(), "ok": result.ok, "error": result.error}))
+    except OSError:
+        pass  # an unwritable cache only costs the next probe
+    return result.ok, result.error, "now"
+
+
+def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict | None]:
+    """Create the real session for ``config.backend``; return its assignment info (one entry per
+    subgraph) and the EP's op trace (None when the EP wrote none)."""
+    from dashboard.runtime.qnn import SessionConfig, create_session
+
+    trace_dir = os.path.join(workdir, f"trace-{config.backend}")
+    measured = SessionConfig.from_json({
+        **config.to_json(),
+        "session_config": {**config.session_config, **prepared.session_config, RECORD_ASSIGNMENT: "1"},
+        "provider_options": {**config.provider_options, "enable_framework_op_trace": "1",
+                             "framework_op_trace_dir": trace_dir},
+    })
+    handle = create_session(prepared.session_input, measured)
+    assignment = handle.assignment()
+    del handle  # release the QNN context before the next backend compiles
+    trace_file = Path(trace_dir, "qnn_op_trace.json")
+    trace = json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else None
+    return assignment, trace
+
+
+def run(args: dict, emit: Emit) -> dict:
+    """Worker handler. ``args``: ``path`` (model on this host), ``config`` (``SessionConfig`` JSON,
+    the backend field is ignored), ``backends`` (list of "htp"/"gpu"). Returns per-backend reports
+    keyed by model node name, tensor shapes, and how the optimized graph relates to the model.
+
+    ONNX Runtime releases the GIL while it builds a session, so the pre-partition graph (a CPU
+    session that writes the optimized model) is built on a thread while QNN compiles the HTP
+    graph: the analysis costs little more than the session it measures."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dashboard.intake.shapes import infer_tensor_shapes
+    from dashboard.runtime.qnn import SessionConfig, register, versions
+
+    started = time.perf_counter()
+    backends = list(args.get("backends") or ["htp", "gpu"])
+    runtime = versions()
+    emit({"kind": "stage", "stage": "reading model", "progress": 0.02})
+    prepared = prepare(str(args["path"]))
+    base = SessionConfig.from_json({**args["config"], "backend": "htp"})
+    workdir = tempfile.mkdtemp(prefix="qbl-partition-")
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        register()
+        opt_future = pool.submit(_opt_graph, prepared, base, workdir)
+        # The probe runs before the HTP session, not beside it: its native error lines must not
+        # mix with those of a failing HTP session (the outcome is cached for a day anyway).
+        gpu_probe = probe_gpu_cached() if "gpu" in backends else None
+        emit({"kind": "stage", "stage": "inferring tensor shapes", "progress": 0.05})
+        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
+        shapes_json = {name: s.to_json() for name, s in shapes.items()}
+        raw: dict[str, tuple | str | None] = {}
+        share = 0.8 / max(len(backends), 1)
+        for i, backend in enumerate(backends):
+            progress = 0.1 + i * share
+            if backend == "gpu":
+                emit({"kind": "stage", "stage": "probing the GPU backend", "backend": backend, "progress": progress})
+                ok, error, when = gpu_probe
+                if not ok:
+                    raw[backend] = f"unavailable: {error} (probed {when})"
+                    continue
+            emit({"kind": "stage", "stage": f"creating the {backend.upper()} session (QNN compiles the graph)",
+                  "backend": backend, "progress": progress + share * 0.1})
+            start = time.perf_counter()
+            config = SessionConfig.from_json({**base.to_json(), "backend": backend})
+            try:
+                raw[backend] = (*session_report(prepared, config, workdir), time.perf_counter() - start)
+            except UserError as exc:
+                raw[backend] = str(exc)
+        emit({"kind": "stage", "stage": "ONNX Runtime pre-partition graph", "progress": 0.92})
+        try:
+            opt = opt_future.result()
+        except UserError as exc:
+            raise UserError(f"cannot build the graph ONNX Runtime partitions: {exc}") from None
+        placement = place_model_nodes(prepared.graph, opt)
+        reports: dict[str, dict] = {}
+        opt_htp: dict[str, NodeSupport] | None = None
+        for backend, outcome in raw.items():
+            if isinstance(outcome, str) and not outcome.startswith("unavailable: "):
+                reports[backend] = failed(backend, outcome, runtime=runtime).to_json()
+            elif isinstance(outcome, tuple):
+                assignment, trace, seconds = outcome
+                m = measure(opt, assignment, trace)
+                verdicts = opt_verdicts(opt, m)
+                opt_htp = verdicts if backend == "htp" else opt_htp
+                reports[backend] = BackendReport(
+                    backend, MEASURED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
+                    qnn_subgraphs=m.qnn_subgraphs, added_nodes=m.added,
+                    source=f"measured with onnxruntime-qnn {runtime.get('onnxruntime_qnn')} "
+                           f"(QNN SDK {runtime.get('qnn_sdk')}) on {os.uname().nodename}",
+                    seconds=round(seconds, 3)).to_json()
+        for backend, outcome in raw.items():
+            if isinstance(outcome, str) and outcome.startswith("unavailable: "):
+                emit({"kind": "stage", "stage": "predicting GPU support from the rule table", "progress": 0.96})
+                verdicts = predicted_verdicts(opt, shapes_json, opt_htp)
+                reports[backend] = BackendReport(
+                    backend, PREDICTED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
+                    source="predicted by the GPU rule table (the GPU backend does not initialize here: "
+                           f"{outcome.removeprefix('unavailable: ')})").to_json()
+        emit({"kind": "stage", "stage": "done", "progress": 1.0})
+        return {
+            "backends": {b: reports[b] for b in backends},
+            "shapes": shapes_json,
+            "shape_source": shape_source,
+            "placement": {name: [p.kind, p.target] for name, p in placement.items()},
+            "optimized_nodes": len(opt.nodes),
+            "renamed_nodes": prepared.renamed,
+            "runtime": runtime,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    finally:
+        pool.shutdown(wait=True)
+        shutil.rmtree(workdir, ignore_errors=True)

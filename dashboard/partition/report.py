@@ -1,0 +1,296 @@
+"""The partition report: what each backend claims, per node, and the classes that follow.
+
+These plain dataclasses are the JSON contract of ``python -m dashboard partition --json`` (issue 3,
+item 8), the on-disk cache, and a device report (a file written with ``--out`` on a Snapdragon
+device that replaces predicted figures with measured ones)::
+
+    {"model": str, "digest": str, "options": {...},
+     "backends": {"htp": BackendReport, "gpu": BackendReport},
+     "classes": {"both": [names], "gpu_only": [...], "htp_only": [...], "neither": [...],
+                 "removed": [...]},
+     "plans": {"intersection": Plan, "segmented": Plan}, ...}
+
+A ``BackendReport`` is ``{"status": "measured" | "predicted" | "failed", "error": str | null,
+"runtime": {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}, "nodes": {NODE: NodeSupport},
+"qnn_subgraphs": int, ...}`` and a ``NodeSupport`` is ``{"op_type", "supported": bool, "reason":
+str | null, "qnn_op": str | null, "status": ...}``. Node names are the model's own (unnamed nodes
+get the stable ``<op_type>#<index>`` names of ``model_io.stable_node_names``).
+
+Node ``status`` says how the verdict was reached:
+
+- ``claimed``: the backend took the node (it is in a QNN subgraph);
+- ``rejected``: the backend refused it (``reason`` is the EP's own message);
+- ``fused``: ONNX Runtime's level-1 optimizer fused the node into another one before partitioning
+  (``fused_into``); the node runs wherever that one runs, so it inherits its verdict;
+- ``removed``: ONNX Runtime folded the node into a constant or eliminated it before partitioning;
+  it runs on no backend. Such nodes are listed under ``classes.removed`` instead of one of the
+  four classes, so every node is in exactly one of the five lists;
+- ``predicted``: no measurement; the GPU rule table's verdict (``gpu_rules``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from dashboard.errors import UserError
+
+SCHEMA = "qnn-backend-lab/partition-report/1"
+
+MEASURED, PREDICTED, FAILED = "measured", "predicted", "failed"
+CLAIMED, REJECTED, FUSED, REMOVED, PREDICTED_STATUS = "claimed", "rejected", "fused", "removed", "predicted"
+CLASSES = ("both", "gpu_only", "htp_only", "neither")
+ALL_LISTS = (*CLASSES, "removed")
+CLASS_LABELS = {
+    "both": "both (GPU ∩ HTP)",
+    "gpu_only": "GPU only",
+    "htp_only": "HTP only",
+    "neither": "neither (CPU)",
+    "removed": "removed by ORT",
+}
+
+
+@dataclass
+class NodeSupport:
+    """One backend's verdict on one model node."""
+
+    op_type: str
+    supported: bool
+    reason: str | None = None
+    qnn_op: str | None = None
+    status: str = CLAIMED
+    fused_into: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NodeSupport":
+        known = {k: data[k] for k in ("op_type", "supported", "reason", "qnn_op", "status", "fused_into") if k in data}
+        known.setdefault("status", CLAIMED if known.get("supported") else REJECTED)
+        return cls(**known)
+
+
+@dataclass
+class BackendReport:
+    """What one QNN backend claims of the model, measured on a real EP or predicted."""
+
+    backend: str
+    status: str
+    error: str | None = None
+    suggestion: str | None = None
+    runtime: dict = field(default_factory=dict)
+    nodes: dict[str, NodeSupport] = field(default_factory=dict)
+    qnn_subgraphs: int = 0
+    added_nodes: list[dict] = field(default_factory=list)  # ORT/EP-inserted nodes (layout Transposes ...)
+    source: str = ""  # where the figures come from: host + runtime, rule table, device report file
+    seconds: float | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Per-node verdicts exist (measured or predicted)."""
+        return self.status in (MEASURED, PREDICTED) and bool(self.nodes)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["nodes"] = {name: node.to_json() for name, node in self.nodes.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, backend: str | None = None) -> "BackendReport":
+        nodes = {name: NodeSupport.from_json(node) for name, node in (data.get("nodes") or {}).items()}
+        return cls(
+            backend=data.get("backend") or backend or "?",
+            status=data.get("status", FAILED),
+            error=data.get("error"),
+            suggestion=data.get("suggestion"),
+            runtime=dict(data.get("runtime") or {}),
+            nodes=nodes,
+            qnn_subgraphs=int(data.get("qnn_subgraphs") or 0),
+            added_nodes=list(data.get("added_nodes") or []),
+            source=data.get("source", ""),
+            seconds=data.get("seconds"),
+        )
+
+
+def failed(backend: str, error: str, suggestion: str | None = None, runtime: dict | None = None) -> BackendReport:
+    return BackendReport(backend, FAILED, error=error, suggestion=suggestion, runtime=runtime or {})
+
+
+@dataclass
+class NodeClasses:
+    """Every model node in exactly one list. Empty with ``note`` set when a backend has no
+    per-node verdicts (it failed), since a class needs both verdicts."""
+
+    both: list[str] = field(default_factory=list)
+    gpu_only: list[str] = field(default_factory=list)
+    htp_only: list[str] = field(default_factory=list)
+    neither: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    def of(self) -> dict[str, str]:
+        """Node name -> class name."""
+        out = {}
+        for cls in ALL_LISTS:
+            for name in getattr(self, cls):
+                out[name] = cls
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {cls: len(getattr(self, cls)) for cls in ALL_LISTS}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NodeClasses":
+        return cls(**{k: list(data.get(k) or []) if k != "note" else data.get(k) for k in (*ALL_LISTS, "note")})
+
+
+def classify_nodes(order: list[str], htp: BackendReport, gpu: BackendReport) -> NodeClasses:
+    """Class of each node (``order``: model node names in topological order). A node ORT removed
+    before partitioning (status ``removed`` on a measured backend) runs nowhere: ``removed``."""
+    missing = [r.backend for r in (htp, gpu) if not r.usable]
+    if missing:
+        return NodeClasses(note=f"no per-node verdicts from {' and '.join(missing)} "
+                                f"({'; '.join((r.error or r.status) for r in (htp, gpu) if not r.usable)}): "
+                                "classes need both backends")
+    out = NodeClasses()
+    for name in order:
+        h, g = htp.nodes.get(name), gpu.nodes.get(name)
+        if (h and h.status == REMOVED) or (g and g.status == REMOVED):
+            out.removed.append(name)
+            continue
+        on_htp, on_gpu = bool(h and h.supported), bool(g and g.supported)
+        cls = "both" if on_htp and on_gpu else "htp_only" if on_htp else "gpu_only" if on_gpu else "neither"
+        getattr(out, cls).append(name)
+    return out
+
+
+@dataclass
+class OpTypeRow:
+    """One line of the per-op-type table."""
+
+    op_type: str
+    count: int
+    htp_supported: int
+    gpu_supported: int
+    removed: int
+    htp_reasons: list[str]
+    gpu_reasons: list[str]
+
+
+def op_type_table(op_types: dict[str, str], htp: BackendReport, gpu: BackendReport) -> list[OpTypeRow]:
+    """Per op type: how many nodes, how many each backend takes, and the distinct reasons it
+    refuses the others (``op_types``: node name -> op type). Rows with refusals come first."""
+    rows: dict[str, OpTypeRow] = {}
+    for name, op in op_types.items():
+        row = rows.setdefault(op, OpTypeRow(op, 0, 0, 0, 0, [], []))
+        row.count += 1
+        h, g = htp.nodes.get(name), gpu.nodes.get(name)
+        if (h and h.status == REMOVED) or (g and g.status == REMOVED):
+            row.removed += 1
+            continue
+        for node, attr, reasons in ((h, "htp_supported", row.htp_reasons), (g, "gpu_supported", row.gpu_reasons)):
+            if node and node.supported:
+                setattr(row, attr, getattr(row, attr) + 1)
+            elif node and node.reason and node.reason not in reasons:
+                reasons.append(node.reason)
+    return sorted(rows.values(), key=lambda r: (-(r.count - r.removed - min(r.htp_supported, r.gpu_supported)),
+                                                r.op_type))
+
+
+@dataclass
+class PartitionReport:
+    """Everything ``partition`` computes for one model and one set of options."""
+
+    model: str
+    digest: str
+    options: dict
+    backends: dict[str, BackendReport]
+    classes: NodeClasses
+    plans: dict[str, dict]
+    node_order: list[str] = field(default_factory=list)  # model node names, topological order
+    op_types: dict[str, str] = field(default_factory=dict)
+    shapes: dict[str, list] = field(default_factory=dict)  # tensor -> [dtype, shape]
+    shape_source: str = ""
+    dims: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    schema: str = SCHEMA
+    elapsed_s: float | None = None
+    cached: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "schema": self.schema,
+            "model": self.model,
+            "digest": self.digest,
+            "options": self.options,
+            "dims": self.dims,
+            "backends": {name: report.to_json() for name, report in self.backends.items()},
+            "classes": self.classes.to_json(),
+            "plans": self.plans,
+            "node_order": self.node_order,
+            "op_types": self.op_types,
+            "shapes": self.shapes,
+            "shape_source": self.shape_source,
+            "notes": self.notes,
+            "elapsed_s": self.elapsed_s,
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PartitionReport":
+        if not isinstance(data, dict) or "backends" not in data:
+            raise UserError("not a partition report (no \"backends\" object)")
+        return cls(
+            model=data.get("model", ""),
+            digest=data.get("digest", ""),
+            options=dict(data.get("options") or {}),
+            backends={name: BackendReport.from_json(rep, name) for name, rep in data["backends"].items()},
+            classes=NodeClasses.from_json(data.get("classes") or {}),
+            plans=dict(data.get("plans") or {}),
+            node_order=list(data.get("node_order") or []),
+            op_types=dict(data.get("op_types") or {}),
+            shapes=dict(data.get("shapes") or {}),
+            shape_source=data.get("shape_source", ""),
+            dims=dict(data.get("dims") or {}),
+            notes=list(data.get("notes") or []),
+            schema=data.get("schema", SCHEMA),
+            elapsed_s=data.get("elapsed_s"),
+            cached=bool(data.get("cached")),
+        )
+
+
+def parse_device_report(text: str, label: str = "device report") -> PartitionReport:
+    """A report written by ``partition --out`` (typically on a Snapdragon device), from its text."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{label}: not JSON ({exc})") from None
+    try:
+        return PartitionReport.from_json(data)
+    except UserError as exc:
+        raise UserError(f"{label}: {exc}") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{label}: malformed partition report ({exc})") from None
+
+
+def measured_backends(device: PartitionReport, model_digest: str, node_names: set[str],
+                      label: str) -> dict[str, BackendReport]:
+    """The measured backends of a device report that describe this model. Matching by digest is
+    exact; a report of a re-exported file is accepted when its node names are the model's."""
+    if device.digest and device.digest != model_digest:
+        overlap = len(node_names & set(device.op_types or {})) / max(len(node_names), 1)
+        if overlap < 0.95:
+            raise UserError(f"{label}: it describes another model (digest {device.digest[:12]}…, "
+                            f"{overlap:.0%} of node names match)")
+    out = {}
+    for name, report in device.backends.items():
+        if report.status == MEASURED and report.nodes:
+            report.source = f"device report {label}" + (f" ({report.source})" if report.source else "")
+            out[name] = report
+    if not out:
+        raise UserError(f"{label}: it has no measured backend to import")
+    return out

@@ -1,0 +1,18 @@
+"""The runtime: onnxruntime-qnn, and the worker processes that hold it.
+
+- ``qnn``: the only module that imports ``onnxruntime_qnn`` (``SessionConfig``, ``create_session``,
+  probes, shared-memory binding). Imported by worker processes, and by ``dashboard.timeline.api``
+  in the caller's own process; never by the dashboard;
+- ``worker``: ``python -m dashboard.runtime.worker``, the process QNN work runs in;
+- ``client``: ``WorkerClient``, the dashboard's side of the worker protocol;
+- ``devices``: ``Device``, where a worker runs (this machine, another interpreter, SSH);
+- ``socs``: named Snapdragon parts and their ``soc_model``/``htp_arch``.
+"""
+
+from dashboard.lazy import exports
+
+__getattr__, __dir__ = exports(__name__, {
+    "SessionConfig": "qnn", "create_session": "qnn", "WorkerClient": "client", "WorkerError": "client",
+    "Device": "devices", "SOCS": "socs", "resolve_soc": "socs",
+})
+__all__ = __dir__()

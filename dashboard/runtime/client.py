@@ -1,0 +1,252 @@
+"""The dashboard's side of the worker protocol (see ``dashboard.runtime.worker``).
+
+A ``WorkerClient`` starts a worker from an argv (a local Python, or ``ssh host python -m
+dashboard.runtime.worker``: the transport is only the command line), sends requests, streams progress
+events to a callback, and turns every way a worker can fail into a ``WorkerError`` with one line
+a user can read: the runtime's own message, a timeout, or the signal that killed the process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterator
+
+from dashboard.errors import UserError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CHUNK = 4 << 20
+
+
+class WorkerError(UserError):
+    """The worker failed the request, crashed, hung or could not be started."""
+
+
+class WorkerCrashed(WorkerError):
+    pass
+
+
+class WorkerTimeout(WorkerError):
+    pass
+
+
+def local_worker_argv() -> list[str]:
+    """This machine's worker: the same interpreter, the package from this checkout."""
+    return [sys.executable, "-m", "dashboard.runtime.worker"]
+
+
+def _local_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class WorkerClient:
+    """One worker process. Use as a context manager; ``call`` may be made many times."""
+
+    def __init__(self, argv: list[str] | None = None, *, label: str = "local worker",
+                 remote: bool = False, start_timeout: float = 60.0) -> None:
+        self.argv = argv or local_worker_argv()
+        self.remote = remote  # a remote worker cannot read our files: models travel over the protocol
+        self.label = label
+        self.start_timeout = start_timeout
+        self.hello: dict | None = None
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self._stderr: deque[str] = deque(maxlen=40)
+        self._next_id = 0
+        self._spawn_error: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "WorkerClient":
+        """Spawn the worker (unless ``spawn`` already did) and wait for its greeting."""
+        if self._proc is None and self._spawn_error is None:
+            self.spawn()
+        self._await_hello()
+        return self
+
+    def spawn(self) -> "WorkerClient":
+        """Spawn the worker without waiting: it imports the runtime while the caller does other
+        work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
+        that cannot be started is reported there too, so callers handle one kind of failure."""
+        self._spawn_error = None
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, bufsize=1, env=_local_env(), cwd=str(PROJECT_ROOT), start_new_session=True)
+        except OSError as exc:
+            self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
+            return self
+        threading.Thread(target=self._pump_stdout, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        return self
+
+    def _await_hello(self) -> None:
+        if self._spawn_error is not None:
+            raise WorkerError(self._spawn_error)
+        if self.hello is not None:
+            return
+        message = self._next_message(self.start_timeout, "starting")
+        if "hello" not in message:
+            raise WorkerError(f"the {self.label} did not greet: {message}")
+        self.hello = message["hello"]
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self._kill(proc)
+
+    def __enter__(self) -> "WorkerClient":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    # -- requests ---------------------------------------------------------------------------
+    def call(self, cmd: str, args: dict | None = None, *, timeout: float | None = 600.0,
+             on_event: Callable[[dict], None] | None = None) -> object:
+        """Run ``cmd`` in the worker and return its result; events go to ``on_event``.
+        ``timeout`` bounds the whole call; on expiry the worker is killed."""
+        self._await_hello()
+        if self._proc is None:
+            raise WorkerError(f"the {self.label} is not running")
+        self._next_id += 1
+        req_id = self._next_id
+        self._stderr.clear()  # a crash report should quote this request's output, not older noise
+        try:
+            self._proc.stdin.write(json.dumps({"id": req_id, "cmd": cmd, "args": args or {}}) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._crashed(cmd) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            message = self._next_message(remaining, cmd)
+            if message.get("id") != req_id:
+                continue
+            if "event" in message:
+                if on_event is not None:
+                    on_event(message["event"])
+                continue
+            if message.get("ok"):
+                return message.get("result")
+            raise WorkerError(message.get("error") or f"{cmd} failed in the {self.label}")
+
+    def send_model(self, path: str | os.PathLike, digest: str,
+                   on_event: Callable[[dict], None] | None = None) -> str:
+        """Make the model available to the worker; return its path there. Local workers read the
+        file in place; remote ones receive it once (kept by digest)."""
+        if not self.remote:
+            return str(Path(path).resolve())
+        known = self.call("has_model", {"digest": digest}, timeout=60)
+        if known and known.get("path"):
+            return known["path"]
+        size = os.path.getsize(path)
+        offset = 0
+        result: dict = {}
+        with open(path, "rb") as handle:
+            while True:
+                data = handle.read(CHUNK)
+                final = offset + len(data) >= size
+                result = self.call("put_model", {
+                    "digest": digest, "name": Path(path).name, "offset": offset,
+                    "data": base64.b64encode(data).decode(), "final": final}, timeout=300)
+                offset += len(data)
+                if on_event is not None:
+                    on_event({"kind": "upload", "sent": offset, "total": size})
+                if final:
+                    return result["path"]
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _pump_stdout(self) -> None:
+        proc = self._proc
+        for line in proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    self._lines.put(json.loads(line))
+                except ValueError:
+                    self._stderr.append(line)
+        self._lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        proc = self._proc
+        for line in proc.stderr:
+            self._stderr.append(line.rstrip())
+
+    def _next_message(self, timeout: float | None, what: str) -> dict:
+        try:
+            message = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            proc = self._proc
+            self._proc = None
+            if proc is not None:
+                self._kill(proc)
+            raise WorkerTimeout(f"the {self.label} did not finish {what!r} within {timeout:.0f} s "
+                                "and was stopped") from None
+        if message is None:
+            raise self._crashed(what)
+        return message
+
+    def _crashed(self, what: str) -> WorkerCrashed:
+        proc = self._proc
+        self._proc = None
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill(proc)
+        if code is not None and code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        tail = next((line for line in reversed(self._stderr) if line.strip()), "")
+        detail = f"; last output: {tail[-300:]}" if tail else ""
+        return WorkerCrashed(f"the {self.label} died during {what!r} ({how}){detail}")
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
+    """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
+    written by a local worker into a scratch folder that is removed when the block ends."""
+    with WorkerClient() as worker:
+        result = worker.call("ort_view", {"path": str(Path(model_path).resolve())}, timeout=timeout)
+    optimized = Path(result["path"])
+    try:
+        yield optimized
+    finally:
+        shutil.rmtree(optimized.parent, ignore_errors=True)

@@ -1,0 +1,464 @@
+"""The one module that talks to ``onnxruntime_qnn``.
+
+Everything QNN-specific goes through here: registering the plugin EP, building session options
+from a ``SessionConfig`` (the knobs that decide what QNN claims), creating sessions, capturing the
+runtime's native error messages, and probing which backends initialize on this host. It is
+imported by the worker process only (``dashboard.runtime.worker``), never by the dashboard process, so a
+native crash in QNN cannot take the UI down.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Iterator
+
+import numpy as np
+import onnxruntime as ort
+
+from dashboard.errors import UserError, one_line
+from dashboard.intake.shapes import check_dims
+from dashboard.runtime.socs import resolve_soc
+
+QNN_EP = "QNNExecutionProvider"
+CPU_EP = "CPUExecutionProvider"
+BACKENDS = ("htp", "gpu", "cpu")  # "cpu" = ONNX Runtime's own CPU EP, not a QNN backend
+
+_OPT_LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass
+class SessionConfig:
+    """Everything that decides how a session is built. JSON-serialisable (it crosses the worker
+    protocol and keys the result cache)."""
+
+    backend: str = "htp"
+    dims: dict[str, int] = field(default_factory=dict)
+    fp16: bool = False
+    soc: str | None = None
+    provider_options: dict[str, str] = field(default_factory=dict)
+    session_config: dict[str, str] = field(default_factory=dict)
+    optimization_level: str = "all"
+    intra_op_threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UserError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.optimization_level not in _OPT_LEVELS:
+            raise UserError(f"unknown optimization level {self.optimization_level!r}")
+        check_dims(self.dims)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SessionConfig":
+        return cls(**data)
+
+    def qnn_options(self) -> dict[str, str]:
+        """Provider options for the QNN EP (fp16 needs a soc_model, so the SoC is resolved here)."""
+        options: dict[str, str] = {"backend_type": self.backend}
+        if self.soc:
+            soc = resolve_soc(self.soc)
+            options["soc_model"] = str(soc.soc_model)
+            options["htp_arch"] = str(soc.htp_arch)
+        if self.fp16:
+            if "soc_model" not in options:
+                raise UserError("HTP fp16 precision needs a SoC (the runtime refuses "
+                                "enable_htp_fp16_precision without soc_model): pick one with --soc")
+            options["enable_htp_fp16_precision"] = "1"
+        options.update({k: str(v) for k, v in self.provider_options.items()})
+        return options
+
+
+@lru_cache(maxsize=1)
+def register() -> tuple:
+    """Register the QNN plugin EP once per process; return its EP devices."""
+    import onnxruntime_qnn
+
+    ort.set_default_logger_severity(3)
+    try:
+        ort.register_execution_provider_library(QNN_EP, onnxruntime_qnn.get_library_path())
+    except Exception as exc:  # already registered in this process is fine
+        if "already" not in str(exc).lower():
+            raise UserError(f"cannot register the QNN EP library: {exc}") from None
+    devices = tuple(d for d in ort.get_ep_devices() if d.ep_name == QNN_EP)
+    if not devices:
+        raise UserError("the QNN EP registered but exposes no devices on this host")
+    return devices
+
+
+def versions() -> dict[str, str]:
+    """onnxruntime, onnxruntime-qnn and QNN SDK versions of this host's runtime."""
+    try:
+        import onnxruntime_qnn
+        from onnxruntime_qnn import build_and_package_info as info
+
+        qnn = {"onnxruntime_qnn": onnxruntime_qnn.__version__, "qnn_sdk": getattr(info, "qnn_version", "unknown")}
+    except ImportError:
+        qnn = {"onnxruntime_qnn": "not installed", "qnn_sdk": "unknown"}
+    return {"onnxruntime": ort.__version__, **qnn}
+
+
+def host_info() -> dict:
+    """What a device page shows about this host (cheap: no session is created)."""
+    return {
+        "hostname": platform.node(),
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        **versions(),
+    }
+
+
+def session_options(config: SessionConfig) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = _OPT_LEVELS[config.optimization_level]
+    if config.intra_op_threads:
+        options.intra_op_num_threads = config.intra_op_threads
+    for name, value in config.dims.items():
+        options.add_free_dimension_override_by_name(name, int(value))
+    for key, value in config.session_config.items():
+        options.add_session_config_entry(key, str(value))
+    if config.backend != "cpu":
+        options.add_provider_for_devices(list(register()), config.qnn_options())
+    return options
+
+
+# Where ORT looks for external-data files of a model given as bytes (the partition analysis feeds
+# a renamed copy of the model from memory; its weights stay next to the original file).
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
+_NATIVE_ERROR = re.compile(r"\[E:onnxruntime:[^\]]*\]\s*(?:\x1b\[m)?(.*?)(?:\x1b\[m)?$")
+
+
+class _NativeLogCapture:
+    """One redirection of fd 2 shared by every thread that captures at the same time.
+
+    fd 2 is process-wide, so two threads redirecting it independently (sessions built in parallel
+    by the partition analysis) would restore each other's descriptors. Instead the first capture
+    redirects fd 2 into a temporary file, later ones join it, each reads the lines written while
+    it was open, and the last one restores fd 2 and passes the text through to the real stderr."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.saved: int | None = None
+        self.sink = None
+
+    def enter(self) -> int:
+        with self.lock:
+            if self.users == 0:
+                sys.stderr.flush()
+                self.sink = tempfile.TemporaryFile()
+                self.saved = os.dup(2)
+                os.dup2(self.sink.fileno(), 2)
+            self.users += 1
+            return os.fstat(self.sink.fileno()).st_size
+
+    def leave(self, start: int) -> str:
+        with self.lock:
+            sys.stderr.flush()
+            sink = self.sink
+            text = os.pread(sink.fileno(), os.fstat(sink.fileno()).st_size - start, start).decode("utf-8", "replace")
+            self.users -= 1
+            if self.users == 0:
+                os.dup2(self.saved, 2)
+                os.close(self.saved)
+                sink.seek(0)
+                os.write(2, sink.read())
+                sink.close()
+                self.sink, self.saved = None, None
+            return text
+
+
+_CAPTURE = _NativeLogCapture()
+
+
+@contextmanager
+def captured_native_log() -> Iterator[list[str]]:
+    """Capture what native code writes to fd 2 (ONNX Runtime's and QNN's logger) while the block
+    runs; the list is filled with the error lines when the block exits. The text is also passed
+    through to the real stderr so nothing is hidden from a terminal. Thread-safe: concurrent
+    captures share one redirection (a line written by another thread in the same window is seen
+    by both)."""
+    lines: list[str] = []
+    start = _CAPTURE.enter()
+    try:
+        yield lines
+    finally:
+        for raw in _CAPTURE.leave(start).splitlines():
+            match = _NATIVE_ERROR.search(raw)
+            if match:
+                lines.append(match.group(1).strip())
+
+
+@dataclass
+class SessionHandle:
+    """A created session and what creating it cost and said."""
+
+    session: ort.InferenceSession
+    config: SessionConfig
+    create_s: float
+    native_errors: list[str]
+
+    def assigned_nodes(self) -> dict[str, list[tuple[str, str]]]:
+        """EP name -> [(node name, op type)] as the session reports (needs
+        ``session.record_ep_graph_assignment_info=1`` in the config)."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for ep_name, nodes in self.assignment():
+            out.setdefault(ep_name, []).extend(nodes)
+        return out
+
+    def assignment(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """One entry per subgraph the session formed: (EP name, [(node name, op type)]). The
+        number of QNN entries is the number of QNN subgraphs (needs
+        ``session.record_ep_graph_assignment_info=1``)."""
+        return [(subgraph.ep_name, [(n.name, n.op_type) for n in subgraph.get_nodes()])
+                for subgraph in self.session.get_provider_graph_assignment_info()]
+
+
+def first_error(errors: list[str], fallback: str) -> str:
+    """The most telling native error line (QNN's own message), or ``fallback``."""
+    for line in errors:
+        if "QNN" in line or "qnn" in line:
+            return line
+    return errors[0] if errors else fallback
+
+
+def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bool = False) -> SessionHandle:
+    """Create a session; raise ``UserError`` with the runtime's own message if it fails.
+
+    When a QNN backend cannot set up (no Adreno, a bad option), ONNX Runtime still creates the
+    session and silently runs every node on the CPU EP. ``require_qnn`` turns that into a failure
+    carrying QNN's own message: what a caller asking for ``htp`` or ``gpu`` means.
+    """
+    if require_qnn and config.backend != "cpu":
+        record = {"session.record_ep_graph_assignment_info": "1"}
+        config = SessionConfig(**{**config.to_json(), "session_config": {**config.session_config, **record}})
+    options = session_options(config)
+    providers = None if config.backend != "cpu" else [CPU_EP]
+    start = time.perf_counter()
+    with captured_native_log() as errors:
+        try:
+            session = ort.InferenceSession(model, sess_options=options, providers=providers)
+        except Exception as exc:  # onnxruntime raises several pybind types; all mean "failed"
+            message = one_line(exc)
+            failure = exc
+    elapsed = time.perf_counter() - start
+    if "session" not in locals():
+        detail = first_error(errors, _short(message))
+        raise UserError(f"session creation failed on {config.backend}: {detail}") from failure
+    handle = SessionHandle(session, config, elapsed, errors)
+    if require_qnn and config.backend != "cpu" and not handle.assigned_nodes().get(QNN_EP):
+        detail = first_error(errors, "QNN claimed no node: every node would run on the CPU EP")
+        raise UserError(f"QNN {config.backend} is not running this model: {detail}")
+    return handle
+
+
+def _short(message: str) -> str:
+    """ORT prefixes messages with source locations; keep the part a user can act on."""
+    return message.rsplit(" : ", 1)[-1].strip() if " : " in message else message
+
+
+_NP_TYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8, "tensor(int16)": np.int16, "tensor(uint16)": np.uint16,
+    "tensor(bool)": np.bool_,
+}
+
+
+def random_inputs(session: ort.InferenceSession, dims: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs matching the session's input specs; symbolic dims take ``dims`` (default 1).
+    Integer inputs get small non-negative values, so token ids and masks stay in range."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in session.get_inputs():
+        dtype = _NP_TYPES.get(spec.type)
+        if dtype is None:
+            raise UserError(f"input {spec.name!r} has type {spec.type}, which cannot be generated; supply inputs")
+        shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in spec.shape]
+        if np.issubdtype(dtype, np.floating):
+            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype is np.bool_:
+            feeds[spec.name] = np.ones(shape, dtype=dtype)
+        else:
+            feeds[spec.name] = rng.integers(0, 2, size=shape).astype(dtype)
+    return feeds
+
+
+@dataclass
+class ProbeResult:
+    backend: str
+    ok: bool
+    error: str | None
+    seconds: float
+
+
+def probe_model_bytes() -> bytes:
+    """A two-node float model every QNN backend supports (Add, Relu), fixed shapes."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    nodes = [helper.make_node("Add", ["x", "x"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "probe", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+
+
+def probe_backend(backend: str) -> ProbeResult:
+    """Does ``backend`` initialize and claim nodes here? A session that "succeeds" while the
+    backend failed to set up silently falls back to CPU, so success means QNN claimed the nodes."""
+    start = time.perf_counter()
+    try:
+        create_session(probe_model_bytes(), SessionConfig(backend=backend), require_qnn=True)
+    except UserError as exc:
+        return ProbeResult(backend, False, str(exc), time.perf_counter() - start)
+    return ProbeResult(backend, True, None, time.perf_counter() - start)
+
+
+def shared_memory_status() -> tuple[bool, str | None]:
+    """Can the HTP shared-memory allocator (seed 001) be created? It needs the rpcmem library
+    (libcdsprpc) of a Snapdragon device."""
+    config = SessionConfig(backend="htp", provider_options={"enable_htp_shared_memory_allocator": "1"})
+    try:
+        create_session(probe_model_bytes(), config)
+    except UserError as exc:
+        return False, f"{exc} (the allocator needs rpcmem / libcdsprpc, present only on Snapdragon devices)"
+    return True, None
+
+
+def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic",
+                    dims: dict[str, int] | None = None, session_config: dict[str, str] | None = None) -> str:
+    """Save the graph as ONNX Runtime hands it to execution providers.
+
+    ORT applies its EP-independent level-1 optimizations (constant folding, Conv+BatchNorm fusion,
+    Identity/Dropout elimination ...) *before* partitioning, so an EP's ``GetCapability`` — and the
+    proposed ``backend_type=auto`` classifier inside it — sees that graph, not the file. A CPU-EP
+    session at ``basic`` level writes the same level-1 result to ``out_path``. ``dims`` are the
+    free-dimension overrides the real session uses (they decide what constant folding removes);
+    ``session_config`` adds entries (e.g. ``EXTERNAL_DATA_FOLDER`` when ``model_path`` is bytes).
+    """
+    config = SessionConfig(backend="cpu", optimization_level=level, dims=dict(dims or {}), session_config={
+        **(session_config or {}),
+        # Weights go to a side file: the graph is what matters, and >2 GB models stay writable.
+        "session.optimized_model_external_initializers_file_name": os.path.basename(out_path) + ".data",
+        "session.optimized_model_external_initializers_min_size_in_bytes": "1024",
+    })
+    options = session_options(config)
+    options.optimized_model_filepath = out_path
+    failure = None
+    with captured_native_log() as errors:
+        try:
+            ort.InferenceSession(model_path, sess_options=options, providers=[CPU_EP])
+        except Exception as exc:  # any ORT failure means the model cannot be optimized here
+            failure = one_line(exc)
+    if failure is not None:
+        raise UserError(f"onnxruntime could not load the model: {first_error(errors, _short(failure))}")
+    return out_path
+
+
+# -- HTP shared memory (seed 001) and device identity: used by the migration runner (issue 4) --------
+
+# Where the QNN EP's HTP shared-memory allocator lives: its factory declares the memory as
+# CreateMemoryInfo_V2("QnnHtpShared", OrtMemoryInfoDeviceType_CPU, vendor 0x5143 (Qualcomm), device 0,
+# OrtDeviceMemoryType_HOST_ACCESSIBLE) (onnxruntime-qnn, core/providers/qnn/qnn_provider_factory.cc),
+# and registers that allocator with a session only when enable_htp_shared_memory_allocator=1.
+_HOST_ACCESSIBLE = 5  # OrtDevice::MemType::HOST_ACCESSIBLE
+_QUALCOMM_VENDOR_ID = 0x5143
+
+
+def shared_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
+    """The OrtDevice of the QNN HTP shared memory (CPU-visible, HOST_ACCESSIBLE, Qualcomm)."""
+    C = ort.capi.onnxruntime_pybind11_state
+    return C.OrtDevice(C.OrtDevice.cpu(), _HOST_ACCESSIBLE, _QUALCOMM_VENDOR_ID, 0)
+
+
+def cpu_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
+    """Ordinary CPU memory: the copy path, and what tests bind when there is no rpcmem."""
+    C = ort.capi.onnxruntime_pybind11_state
+    return C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0, 0)
+
+
+class BoundRunner:
+    """Runs a session through IOBinding with inputs and outputs allocated once in ``device`` memory
+    by the session's own allocator (for ``shared_memory_device()`` that is the QNN EP's
+    HtpSharedMemoryAllocator, so the HTP reads and writes the buffers without a CPU copy).
+
+    ``example`` fixes the input shapes and ``output_shapes`` the outputs' (the first plain run's).
+    Raises ``UserError`` with the runtime's message when the session has no allocator for
+    ``device`` (e.g. the allocator option was off, or no rpcmem on this host). One runner per
+    thread: a binding holds fixed buffers.
+    """
+
+    def __init__(self, session: ort.InferenceSession, device, example: dict[str, np.ndarray],
+                 outputs: list[np.ndarray]) -> None:
+        self.session = session
+        self.binding = session.io_binding()
+        self.inputs: dict[str, ort.OrtValue] = {}
+        self.outputs: list[ort.OrtValue] = []
+        try:
+            for name, array in example.items():
+                value = self._allocate(array.shape, array.dtype, device)
+                self.binding.bind_ortvalue_input(name, value)
+                self.inputs[name] = value
+            for meta, array in zip(session.get_outputs(), outputs):
+                value = self._allocate(array.shape, array.dtype, device)
+                self.binding.bind_ortvalue_output(meta.name, value)
+                self.outputs.append(value)
+        except Exception as exc:  # ORT raises plain RuntimeError/Fail for a missing allocator
+            raise UserError(f"cannot bind inputs/outputs in that memory: {_short(str(exc).strip())}") from None
+
+    def _allocate(self, shape, dtype, device) -> ort.OrtValue:
+        # The public wrapper only builds default-memory devices; the session's allocator for a
+        # HOST_ACCESSIBLE device is reached through the binding's C session.
+        sess = self.session._sess
+        return ort.OrtValue(sess.create_ortvalue_from_shape_and_type(list(shape), dtype, device), session=sess)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Write ``feeds`` into the bound buffers, run, and read the bound outputs."""
+        for name, array in feeds.items():
+            self.inputs[name].update_inplace(np.ascontiguousarray(array))
+        self.session.run_with_iobinding(self.binding)
+        return [value.numpy() for value in self.outputs]
+
+
+def soc_info() -> dict:
+    """What this host says about its Snapdragon part, where it says anything: the kernel's SoC
+    identity (Linux/Android ``/sys/devices/soc0``), the QNN EP devices' hardware metadata
+    (Windows reports the NPU's description there), and nothing invented where absent."""
+    info: dict = {}
+    soc0 = "/sys/devices/soc0"
+    for key in ("machine", "family", "soc_id", "revision"):
+        try:
+            with open(os.path.join(soc0, key), encoding="utf-8") as handle:
+                info[key] = handle.read().strip()
+        except OSError:
+            pass
+    try:
+        devices = register()
+    except UserError:
+        devices = ()
+    info["ep_devices"] = [{
+        "type": str(d.device.type).rsplit(".", 1)[-1],
+        "vendor": d.device.vendor,
+        "vendor_id": d.device.vendor_id,
+        "device_id": d.device.device_id,
+        "metadata": dict(d.device.metadata),
+    } for d in devices]
+    return info

@@ -1,0 +1,496 @@
+"""Timeline data model and metrics: what a hot-migration run (or any serving strategy) did, when.
+
+A strategy's run is two lists recorded by the runner in the worker (``dashboard.timeline.runner``):
+
+- events ``{t, kind, backend, detail}``: session creation, QNN finalize, warm-up, serve, swap,
+  drain, release, failures. ``t`` is seconds from the strategy's start (when the application
+  would have started loading the model).
+- requests ``{id, arrival, start, end, backend, ok}``: ``arrival`` is the open-loop schedule time,
+  ``start`` when a session began serving it, ``end`` when its answer was ready.
+
+Everything else (metrics, Gantt phases, CSV) is derived here from those two lists, by the same
+functions for the worker's final result, the live chart and the CLI, so the numbers a user sees
+on the page and in ``--json`` cannot disagree. Plain dataclasses, no Streamlit, no runtime.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Iterable
+
+from dashboard.errors import UserError
+from dashboard.intake.shapes import check_dims
+from dashboard.runtime.socs import soc_for
+
+STRATEGIES = ("fast", "target", "cached", "migrate", "auto")
+STRATEGY_TITLES = {
+    "fast": "fast only",
+    "target": "target only (cold compile)",
+    "cached": "target from cached EPContext",
+    "migrate": "hot migration",
+    "auto": "auto (classifier's backend)",
+}
+# Every event kind the runner emits (the JSON contract; the issue names the first seven).
+EVENT_KINDS = (
+    "session_create_start", "session_create_end", "warmup_start", "warmup_end", "swap", "drain_end",
+    "migration_failed",
+    "finalize_start", "serve_start", "session_released", "session_failed", "migration_skipped",
+    "context_build", "context_loaded", "auto_choice", "shared_memory", "workload_end",
+)
+# Requests started right after a swap whose latency is checked against the new backend's steady
+# state: a swap that stalls shows up in these first few.
+POST_SWAP_WINDOW = 3
+
+
+POLICIES = ("always", "if_faster")
+FAST_BACKENDS = ("cpu", "gpu")
+TARGET_BACKENDS = ("htp",)
+# Output agreement between backends: |a - b| <= atol + rtol * |b| (HTP computes in reduced
+# precision even without fp16; on the bundled samples the worst case measured was 0.023 on
+# values near 5, i.e. 0.5 %).
+DEFAULT_ATOL = 1e-2
+DEFAULT_RTOL = 1e-2
+# A run's worker is stopped after this long unless told otherwise (a hung QNN compile must not
+# hang the page or a pipeline).
+DEFAULT_TIMEOUT = 1800.0
+
+
+@dataclass
+class TimelineOptions:
+    """What a timeline run needs besides the model: session knobs (as on the partitions page),
+    backends, the strategies to compare and the workload. JSON crosses the worker protocol; the
+    same validation runs on both sides, so bad input fails before any process starts."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+    fp16: bool = False
+    soc: str | None = None
+    provider_options: dict[str, str] = field(default_factory=dict)
+    fast: str | None = None  # None: the device's QNN GPU where it initializes, else the CPU EP
+    target: str = "htp"
+    strategies: list[str] = field(default_factory=lambda: list(STRATEGIES))
+    requests: int = 40
+    rate: float = 20.0  # requests per second, open loop: arrivals do not wait for answers
+    concurrency: int = 2  # requests served at once (so a swap has in-flight requests to drain)
+    policy: str = "always"  # "if_faster": swap only if the warmed target beats the fast backend
+    warmup_runs: int = 3
+    shared_memory: bool = False
+    inputs: str | None = None  # .npz with one array per model input, on the worker's host
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    qnn_profiling: bool = True  # QNN basic profiling gives the finalize phase of the Gantt
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        if unknown or not self.strategies:
+            raise UserError(f"unknown strategy {', '.join(unknown) or '(none given)'}; "
+                            f"choose from {','.join(STRATEGIES)}")
+        self.strategies = list(dict.fromkeys(self.strategies))
+        if self.fast is not None and self.fast not in FAST_BACKENDS:
+            raise UserError(f"fast backend must be one of {', '.join(FAST_BACKENDS)}, got {self.fast!r}")
+        if self.target not in TARGET_BACKENDS:
+            raise UserError(f"target backend must be one of {', '.join(TARGET_BACKENDS)}, got {self.target!r}")
+        if self.policy not in POLICIES:
+            raise UserError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if not isinstance(self.requests, int) or not 1 <= self.requests <= 100_000:
+            raise UserError(f"--requests must be between 1 and 100000, got {self.requests!r}")
+        if not (isinstance(self.rate, (int, float)) and 0 < self.rate <= 10_000):
+            raise UserError(f"--rate must be a positive number of requests per second (at most 10000), "
+                            f"got {self.rate!r}")
+        if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 64:
+            raise UserError(f"concurrency must be between 1 and 64, got {self.concurrency!r}")
+        if not isinstance(self.warmup_runs, int) or not 1 <= self.warmup_runs <= 100:
+            raise UserError(f"warm-up runs must be between 1 and 100, got {self.warmup_runs!r}")
+        check_dims(self.dims)
+        self.soc = soc_for(self.soc, self.fp16)
+        if self.atol < 0 or self.rtol < 0:
+            raise UserError("output tolerances must not be negative")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TimelineOptions":
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise UserError(f"unknown timeline option(s): {', '.join(extra)}")
+        return cls(**data)
+
+
+@dataclass
+class Event:
+    t: float
+    kind: str
+    backend: str
+    detail: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Request:
+    id: int
+    arrival: float
+    start: float | None
+    end: float | None
+    backend: str | None
+    ok: bool
+    error: str | None = None
+
+    @property
+    def latency(self) -> float | None:
+        """Service time on the session (what the backend costs)."""
+        if self.start is None or self.end is None:
+            return None
+        return self.end - self.start
+
+    @property
+    def response(self) -> float | None:
+        """Arrival to answer (what the caller waits, queueing included)."""
+        return None if self.end is None else self.end - self.arrival
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Phase:
+    """A bar of the Gantt chart: one backend's session in one phase."""
+
+    backend: str
+    phase: str  # create, finalize, warm-up, serve, drain
+    start: float
+    end: float
+
+
+@dataclass
+class StrategyRun:
+    """One strategy on the workload: its timeline, metrics and output agreement."""
+
+    name: str
+    backends: dict[str, str]  # role -> backend, e.g. {"fast": "cpu", "target": "htp"}
+    events: list[Event] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    expected_requests: int = 0
+    outputs: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> dict:
+        return compute_metrics(self.events, self.requests, self.expected_requests)
+
+    def to_json(self) -> dict:
+        return {
+            "backends": self.backends,
+            "events": [e.to_json() for e in sorted(self.events, key=lambda e: e.t)],
+            "requests": [r.to_json() for r in sorted(self.requests, key=lambda r: r.id)],
+            "metrics": self.metrics,
+            "outputs": self.outputs,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: dict) -> "StrategyRun":
+        requests = data.get("requests", [])
+        return cls(
+            name=name,
+            backends=dict(data.get("backends", {})),
+            events=[Event(**e) for e in data.get("events", [])],
+            requests=[Request(**r) for r in requests],
+            expected_requests=int(data.get("metrics", {}).get("expected", len(requests))),
+            outputs=dict(data.get("outputs", {})),
+            notes=list(data.get("notes", [])),
+        )
+
+
+@dataclass
+class TimelineRun:
+    """A whole comparison: device, model, options, workload and every strategy's run."""
+
+    device: dict
+    model: str
+    options: dict
+    workload: dict
+    strategies: dict[str, StrategyRun]
+    fast: dict = field(default_factory=dict)  # backend, label, why it was chosen
+    target: dict = field(default_factory=dict)
+    shared_memory: dict = field(default_factory=dict)
+    prime: dict = field(default_factory=dict)
+    runtime: dict = field(default_factory=dict)
+    label: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "device": self.device,
+            "model": self.model,
+            "options": self.options,
+            "workload": self.workload,
+            "fast": self.fast,
+            "target": self.target,
+            "shared_memory": self.shared_memory,
+            "prime": self.prime,
+            "runtime": self.runtime,
+            "strategies": {name: run.to_json() for name, run in self.strategies.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict, label: str = "") -> "TimelineRun":
+        return cls(
+            device=dict(data.get("device", {})),
+            model=str(data.get("model", "")),
+            options=dict(data.get("options", {})),
+            workload=dict(data.get("workload", {})),
+            strategies={name: StrategyRun.from_json(name, s) for name, s in data.get("strategies", {}).items()},
+            fast=dict(data.get("fast", {})),
+            target=dict(data.get("target", {})),
+            shared_memory=dict(data.get("shared_memory", {})),
+            prime=dict(data.get("prime", {})),
+            runtime=dict(data.get("runtime", {})),
+            label=label,
+        )
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in 0..100): always a latency that was really observed."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def _first(events: list[Event], kind: str, backend: str | None = None) -> Event | None:
+    for event in sorted(events, key=lambda e: e.t):
+        if event.kind == kind and (backend is None or event.backend == backend):
+            return event
+    return None
+
+
+def _durations(events: list[Event], start_kind: str, end_kind: str) -> dict[str, float]:
+    """Per backend: time from its first ``start_kind`` event to the next ``end_kind`` event."""
+    out: dict[str, float] = {}
+    for start in sorted(events, key=lambda e: e.t):
+        if start.kind != start_kind or start.backend in out:
+            continue
+        end = next((e for e in sorted(events, key=lambda e: e.t)
+                    if e.kind == end_kind and e.backend == start.backend and e.t >= start.t), None)
+        if end is not None:
+            out[start.backend] = round(end.t - start.t, 6)
+    return out
+
+
+def compute_metrics(events: list[Event], requests: list[Request], expected: int = 0) -> dict:
+    """The comparison figures of one strategy.
+
+    Latency percentiles are service times (``end - start``) so that a backend's cost is not
+    confused with queueing; ``response_*`` include the wait since arrival. Requests started
+    before the swap count as *before*, the rest as *after* (the swap is atomic at dispatch).
+    ``lost``/``duplicated`` check that every scheduled request was answered exactly once.
+    """
+    ok = [r for r in requests if r.ok and r.latency is not None]
+    swap = _first(events, "swap")
+    swap_at = swap.t if swap else None
+    before = [r for r in ok if swap_at is None or r.start < swap_at]
+    after = [r for r in ok if swap_at is not None and r.start >= swap_at]
+    ids = [r.id for r in requests]
+    first_end = min((r.end for r in ok), default=None)
+    span_start = min((r.arrival for r in requests), default=0.0)
+    last_end = max((r.end for r in ok), default=None)
+    throughput = None
+    if ok and last_end is not None and last_end > span_start:
+        throughput = len(ok) / (last_end - span_start)
+    served: dict[str, int] = {}
+    for r in ok:
+        served[r.backend] = served.get(r.backend, 0) + 1
+
+    in_flight = [r for r in ok if swap_at is not None and r.start < swap_at < r.end]
+    first_after = sorted(after, key=lambda r: r.start)[:POST_SWAP_WINDOW]
+    steady_before = [r.latency for r in before if swap_at is None or r.end <= swap_at]
+    steady_after = [r.latency for r in sorted(after, key=lambda r: r.start)[POST_SWAP_WINDOW:]]
+    drain_end = next((e for e in sorted(events, key=lambda e: e.t) if e.kind == "drain_end"
+                      and swap is not None and e.t >= swap.t), None)
+    return {
+        "first_response_s": _round(first_end),
+        "swap_at_s": _round(swap_at),
+        "p50_before_s": _round(percentile((r.latency for r in before), 50)),
+        "p50_after_s": _round(percentile((r.latency for r in after), 50)),
+        "p95_s": _round(percentile((r.latency for r in ok), 95)),
+        "p99_s": _round(percentile((r.latency for r in ok), 99)),
+        "p99_before_s": _round(percentile(steady_before, 99)),
+        "p99_after_s": _round(percentile(steady_after, 99)),
+        "response_p50_s": _round(percentile((r.response for r in ok), 50)),
+        "response_p99_s": _round(percentile((r.response for r in ok), 99)),
+        "throughput_rps": _round(throughput, 3),
+        "failed": sum(1 for r in requests if not r.ok),
+        "served": served,
+        "expected": expected or len(requests),
+        "lost": max((expected or len(requests)) - len(set(ids)), 0),
+        "duplicated": len(ids) - len(set(ids)),
+        "session_create_s": _durations(events, "session_create_start", "session_create_end"),
+        "finalize_s": _durations(events, "finalize_start", "session_create_end"),
+        "warmup_s": _durations(events, "warmup_start", "warmup_end"),
+        "swap_drain_s": _round(drain_end.t - swap.t) if drain_end else None,
+        "swap_in_flight": len(in_flight),
+        "swap_in_flight_max_s": _round(max((r.latency for r in in_flight), default=None)),
+        "post_swap_first_max_s": _round(max((r.latency for r in first_after), default=None)),
+    }
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+_OPEN = {"session_create_start": "create", "finalize_start": "finalize", "warmup_start": "warm-up",
+         "serve_start": "serve", "swap": "drain"}
+_CLOSES = {
+    "create": ("finalize_start", "session_create_end", "session_failed"),
+    "finalize": ("session_create_end", "session_failed"),
+    "warm-up": ("warmup_end", "migration_failed", "session_failed"),
+    "serve": ("session_released",),  # and the swap, for the session it replaces
+    "drain": ("drain_end", "session_released"),
+}
+
+
+def phases(events: list[Event], end_of_run: float | None = None) -> list[Phase]:
+    """Gantt bars per backend from the event stream.
+
+    A ``swap`` opens the *drain* of the session that served before it (the backend that is not
+    the swap's target); every other opening event belongs to its own backend. A phase still open
+    at the end (a live run) is drawn up to ``end_of_run``.
+    """
+    ordered = sorted(events, key=lambda e: e.t)
+    open_: dict[tuple[str, str], float] = {}
+    out: list[Phase] = []
+    serving: str | None = None
+    for event in ordered:
+        backend = event.backend
+        if event.kind == "swap":
+            old = serving if serving and serving != backend else None
+            if old is not None:
+                _close(open_, out, old, "serve", event.t)
+                open_[(old, "drain")] = event.t
+            serving = backend
+            open_[(backend, "serve")] = event.t
+            continue
+        for phase, closers in _CLOSES.items():
+            if event.kind in closers and (backend, phase) in open_:
+                _close(open_, out, backend, phase, event.t)
+        phase = _OPEN.get(event.kind)
+        if phase is not None:
+            open_[(backend, phase)] = event.t
+            if phase == "serve":
+                serving = backend
+    if end_of_run is not None:
+        for (backend, phase), start in list(open_.items()):
+            out.append(Phase(backend, phase, start, max(end_of_run, start)))
+    return sorted(out, key=lambda p: (p.start, p.backend))
+
+
+def _close(open_: dict, out: list[Phase], backend: str, phase: str, t: float) -> None:
+    start = open_.pop((backend, phase), None)
+    if start is not None:
+        out.append(Phase(backend, phase, start, t))
+
+
+def strategy_table(run: TimelineRun) -> list[dict]:
+    """One row per strategy: the comparison table of the page and the metrics CSV."""
+    rows = []
+    for name, strategy in run.strategies.items():
+        m = strategy.metrics
+        roles = [strategy.backends[k] for k in ("fast", "target") if strategy.backends.get(k)]
+        rows.append({
+            "strategy": name,
+            "title": STRATEGY_TITLES.get(name, name),
+            "backends": " → ".join(roles) or ", ".join(strategy.backends.values()),
+            "first_response_s": m["first_response_s"],
+            "swap_at_s": m["swap_at_s"],
+            "p50_before_s": m["p50_before_s"],
+            "p50_after_s": m["p50_after_s"],
+            "p95_s": m["p95_s"],
+            "p99_s": m["p99_s"],
+            "response_p99_s": m["response_p99_s"],
+            "throughput_rps": m["throughput_rps"],
+            "failed": m["failed"],
+            "create_s": sum(m["session_create_s"].values()) if m["session_create_s"] else None,
+            "warmup_s": sum(m["warmup_s"].values()) if m["warmup_s"] else None,
+        })
+    return rows
+
+
+def requests_csv(run: TimelineRun) -> str:
+    """Every request of every strategy, one row each (latency = service time)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["strategy", "id", "arrival_s", "start_s", "end_s", "latency_s", "response_s",
+                     "backend", "ok", "error"])
+    for name, strategy in run.strategies.items():
+        for r in sorted(strategy.requests, key=lambda r: r.id):
+            writer.writerow([name, r.id, r.arrival, r.start, r.end, _round(r.latency), _round(r.response),
+                             r.backend, r.ok, r.error or ""])
+    return out.getvalue()
+
+
+def metrics_csv(run: TimelineRun) -> str:
+    """The strategy comparison table as CSV."""
+    rows = strategy_table(run)
+    out = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return out.getvalue()
+
+
+def events_csv(run: TimelineRun) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["strategy", "t_s", "kind", "backend", "detail"])
+    for name, strategy in run.strategies.items():
+        for e in sorted(strategy.events, key=lambda e: e.t):
+            writer.writerow([name, e.t, e.kind, e.backend, e.detail or ""])
+    return out.getvalue()
+
+
+class LiveRun:
+    """A run as it streams in from the worker: what the page's live chart and progress show.
+    ``feed`` takes each worker event (``dashboard.timeline.runner`` emits ``setup``, ``strategy_start``,
+    ``event``, ``request``, ``strategy_end`` and ``status`` messages)."""
+
+    def __init__(self, options: TimelineOptions) -> None:
+        self.strategies: dict[str, StrategyRun] = {}
+        self.fast: dict = {}
+        self.target: dict = {}
+        self.current: str | None = None
+        self.status = "starting the worker"
+        self.total = options.requests * len(options.strategies)
+        self.answered = 0
+
+    def feed(self, message: dict) -> None:
+        kind = message.get("type")
+        name = message.get("strategy")
+        if kind == "status":
+            self.status = str(message.get("message", ""))
+        elif kind == "setup":
+            self.fast, self.target = dict(message.get("fast", {})), dict(message.get("target", {}))
+        elif kind == "upload":
+            self.status = f"uploading the model: {message['sent'] / max(message['total'], 1):.0%}"
+        elif kind == "strategy_start":
+            self.current = name
+            self.strategies[name] = StrategyRun(name=name, backends=dict(message.get("backends", {})))
+            self.status = f"{STRATEGY_TITLES.get(name, name)}: starting"
+        elif kind == "event" and name in self.strategies:
+            event = Event(message["t"], message["kind"], message["backend"], message.get("detail"))
+            self.strategies[name].events.append(event)
+            self.status = f"{STRATEGY_TITLES.get(name, name)}: {event.kind.replace('_', ' ')} ({event.backend})"
+        elif kind == "request" and name in self.strategies:
+            fields_ = {k: message.get(k) for k in ("id", "arrival", "start", "end", "backend", "ok", "error")}
+            self.strategies[name].requests.append(Request(**fields_))
+            self.answered += 1
+
+    @property
+    def fraction(self) -> float:
+        return min(self.answered / self.total, 1.0) if self.total else 0.0

@@ -1,0 +1,54 @@
+"""What every page draws first: the page config, the navigation and the sidebar model picker.
+
+Why not ``st.navigation``: the app keeps its pages as files in the top-level ``pages/`` folder,
+and Streamlit runs an app with a ``pages/`` folder next to its entry script in its documented
+``pages/`` multipage mode (every file of the folder is a page; a URL such as ``/classifier`` runs
+that file). Mixing that mode with ``st.navigation`` needs a private flag. So the app uses the
+folder convention as documented: ``client.showSidebarNavigation = false`` in
+``.streamlit/config.toml`` hides the automatic list, which would show the entry script as a page,
+and each page calls ``page()`` here, which draws the list below with ``st.page_link`` and the
+model picker. A page opened directly by its URL therefore works the same as one opened from the
+list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from dashboard.views import intake
+
+APP_TITLE = "QNN Backend Lab"
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    path: str  # relative to the app's folder, as st.page_link and st.switch_page take it
+    title: str
+    icon: str
+
+
+PAGES = (
+    PageSpec("pages/overview.py", "Overview", ":material/account_tree:"),
+    PageSpec("pages/classifier.py", "Classifier", ":material/rule:"),
+    PageSpec("pages/partitions.py", "Partitions", ":material/call_split:"),
+    PageSpec("pages/devices.py", "Devices", ":material/devices:"),
+    PageSpec("pages/timeline.py", "Timeline", ":material/timeline:"),
+)
+
+
+def page(title: str) -> None:
+    """Set up the page called ``title``: config, the navigation links and the model picker."""
+    st.set_page_config(layout="wide", page_title=f"{title} · {APP_TITLE}", page_icon=":material/memory:")
+    with st.sidebar:
+        for spec in PAGES:
+            st.page_link(spec.path, label=spec.title, icon=spec.icon)
+    intake.sidebar()
+
+
+def landing() -> None:
+    """The entry script's page: select ``--model`` at the session's first visit (a failure is
+    kept for the picker to show), then the first page takes over."""
+    intake.startup()
+    st.switch_page(PAGES[0].path)

@@ -1,0 +1,86 @@
+"""The package layout's rules, checked on the source (every import statement, including the ones
+inside functions): capabilities depend downwards only, Streamlit stays in the views and the QNN
+runtime stays behind one module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dashboard"
+CAPABILITIES = ("intake", "classify", "runtime", "partition", "timeline", "render", "cli", "views")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(source: str, package: str) -> set[str]:
+    """Every module ``source`` (a module of ``package``) imports, absolute (relative imports
+    resolved), wherever the import statement stands."""
+    tree = ast.parse(source)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_of(path: Path) -> str:
+    name = module_name(path)
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+SOURCES = {module_name(p): imports(p.read_text(encoding="utf-8"), package_of(p)) for p in PACKAGE.rglob("*.py")}
+TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "lazy.py", "serde.py"}
+
+
+def importers_of(prefix: str) -> set[str]:
+    return {m for m, names in SOURCES.items() if any(n == prefix or n.startswith(prefix + ".") for n in names)}
+
+
+def test_every_capability_is_a_package_that_states_its_api():
+    for name in CAPABILITIES:
+        init = PACKAGE / name / "__init__.py"
+        assert init.is_file(), f"dashboard/{name}/ is not a package"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"dashboard/{name}/__init__.py has no docstring"
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose <= TOP_LEVEL, f"modules outside a capability package: {sorted(loose - TOP_LEVEL)}"
+
+
+@pytest.mark.parametrize("lower", ["dashboard.intake", "dashboard.classify"])
+def test_intake_and_classify_never_import_the_runtime_or_anything_above(lower):
+    above = ("dashboard.runtime", "dashboard.partition", "dashboard.timeline", "dashboard.render",
+             "dashboard.cli", "dashboard.views")
+    offenders = {m: sorted(n for n in SOURCES[m] if n.startswith(above))
+                 for m in SOURCES if m.startswith(lower)}
+    assert not {m: n for m, n in offenders.items() if n}
+
+
+def test_only_views_import_streamlit():
+    offenders = sorted(m for m in importers_of("streamlit") if not m.startswith("dashboard.views"))
+    assert not offenders
+
+
+def test_only_the_runtime_module_imports_onnxruntime_qnn():
+    assert importers_of("onnxruntime_qnn") == {"dashboard.runtime.qnn"}
+
+
+def test_the_checks_see_every_kind_of_import():
+    source = ("import streamlit as st\n"
+              "def f():\n    from onnxruntime_qnn import get_library_path\n"
+              "class C:\n    def g(self):\n        from ..runtime import qnn\n")
+    found = imports(source, "dashboard.classify")
+    assert {"streamlit", "onnxruntime_qnn", "dashboard.runtime", "dashboard.runtime.qnn"} <= found
