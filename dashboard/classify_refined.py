@@ -54,7 +54,9 @@ CAUSAL_MASK_SCORE = 8.0
 INT4_WEIGHT_ONLY_SCORE = 8.0
 VOCAB_LOGITS_SCORE = 4.0
 TOKEN_IDS_SCORE = 2.0
-GREEDY_FEEDBACK_SCORE = 14.0  # the loop itself, in the graph: outweighs the image or text it reads
+# The generation loop itself, in the graph: it outweighs whatever the model reads, up to an image
+# stem plus the deepest backbone (10 + 10), since captioners and OCR decoders read images too.
+GREEDY_FEEDBACK_SCORE = 22.0
 STEP_DECODER_SCORE = 12.0
 SEQ2SEQ_DECODER_SCORE = 10.0
 # NonGenAI evidence.
