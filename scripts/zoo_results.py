@@ -55,6 +55,17 @@ def family_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def source_table(rows: list[dict]) -> list[str]:
+    """The same counts by where the models come from: pretrained (packages) or exported here."""
+    lines = ["| source | models | EP verdicts | EP backends | EP Unknown | refined verdicts | refined backends | "
+             "refined Unknown |", "|---|---|---|---|---|---|---|---|"]
+    for label, pretrained in (("pretrained, from packages", True), ("exported here", False)):
+        group = [r for r in rows if r["entry"].pretrained == pretrained]
+        if group:
+            lines.append(f"| {label} | {len(group)} | {_score(group, 'ep')} | {_score(group, 'refined')} |")
+    return lines
+
+
 def model_table(rows: list[dict]) -> list[str]:
     lines = ["| model | source | family | split | expected | EP rules | refined (margin) | decisive evidence |",
              "|---|---|---|---|---|---|---|---|"]
@@ -73,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=(TUNING, HELD_OUT))
     args = parser.parse_args(argv)
     rows = _rows([m for m in REAL_ZOO if args.split in (None, m.split)])
-    print("\n".join(family_table(rows) + [""] + model_table(rows)))
+    print("\n".join(family_table(rows) + [""] + source_table(rows) + [""] + model_table(rows)))
     return 0
 
 
