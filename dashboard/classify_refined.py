@@ -115,7 +115,6 @@ INDEX_PASS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "I
 FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub", "Mul", "Max", "Min"})
 GREEDY_OPS = frozenset({"ArgMax", "TopK"})
 STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
-TOKEN_REGION_HOPS = 12
 CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
                          "LogSoftmax", "Slice", "Gather", "Div", "Mul", "Tanh"})
