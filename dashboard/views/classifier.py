@@ -164,7 +164,8 @@ def _verdict_card(title: str, blurb: str, result: Classification) -> None:
         columns[0].metric("GenAI score", f"{result.genai_score:g}")
         columns[1].metric("NonGenAI score", f"{result.non_genai_score:g}")
         if result.margin is not None:
-            columns[2].metric("Margin", f"{result.margin:g}", result.confidence, delta_color="off")
+            columns[2].metric("Margin", f"{result.margin:g}", result.confidence, delta_color="off", delta_arrow="off",
+                              help=f"The winning side's lead; below {CONFIDENT_MARGIN:g} the verdict is uncertain.")
             _confidence(result)
         if result.early_exit:
             st.info(f"**Early exit:** {md(result.early_exit, 300)}", icon=":material/bolt:")
