@@ -149,3 +149,32 @@ def test_measured_without_a_value():
 ])
 def test_signal_label(name, label):
     assert signal_label(name) == label
+
+
+def test_refined_card_shows_the_margin_and_the_decisive_evidence(app):
+    at = classifier_page(app, sample_path("text_encoder.onnx"))
+    margin = next(m for m in at.metric if m.label == "Margin")
+    assert (margin.value, margin.delta) == ("8", "confident")
+    assert len([m for m in at.metric if m.label == "Margin"]) == 1  # the EP rules have no margin
+    why = unescape(next(m.value for m in at.markdown if "lightbulb" in m.value))
+    assert "NonGenAI (confident, margin 8)" in why and "a text encoder" in why
+    assert not [w for w in at.warning if "Uncertain" in w.value]
+
+
+def test_a_thin_lead_is_flagged_uncertain(app, tmp_path):
+    """Two convs over a 16-channel input and nothing else: NonGenAI by 4, below the bar."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.zeros(shape, np.float32), name)
+               for name, shape in (("w1", (8, 16, 3, 3)), ("w2", (8, 8, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["feat", "w1"], ["a"], name="c1"),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2")]
+    graph = helper.make_graph(nodes, "two_conv", [helper.make_tensor_value_info("feat", TensorProto.FLOAT,
+                                                                                  [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    path = tmp_path / "two_conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    at = classifier_page(app, path)
+    warning = unescape(next(w.value for w in at.warning if "Uncertain" in w.value))
+    assert "NonGenAI leads by only 4" in warning and "lead of 8" in warning
+    assert next(m for m in at.metric if m.label == "Margin").delta == "uncertain"

@@ -241,7 +241,8 @@ def test_no_evidence_is_unknown(tmp_path):
     nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     inputs = [helper.make_tensor_value_info(n, F, [4]) for n in "ab"]
     result = classify_refined(load_model(_save(tmp_path, nodes, inputs, [helper.make_tensor_value_info("y", F, [4])])))
-    assert result.verdict == UNKNOWN and result.summary.startswith("Unknown: too little structural evidence")
+    assert result.verdict == UNKNOWN and result.summary.startswith("Unknown: no structural evidence")
+    assert result.margin == 0.0 and result.confidence == "uncertain"
 
 
 def test_range_comparison_mask_counts_as_causal(tmp_path):

@@ -86,6 +86,10 @@ def test_json_contract(zoo_dir, name, ep_verdict, refined_verdict):
     assert (ep["genai_score"], ep["non_genai_score"], ep["early_exit"]) == (
         in_process.genai_score, in_process.non_genai_score, in_process.early_exit)
     assert [s["name"] for s in refined["signals"]] == [s.name for s in classify_refined(model).signals]
+    # added fields: the refined verdict's margin, confidence and one-sentence explanation
+    assert is_number(refined["margin"]) and refined["confidence"] in ("confident", "uncertain")
+    assert refined["explanation"].startswith(refined_verdict)
+    assert ep["margin"] is None and ep["confidence"] is None
 
 
 def test_table_names_both_verdicts_and_the_disagreement(zoo_dir):
@@ -97,6 +101,7 @@ def test_table_names_both_verdicts_and_the_disagreement(zoo_dir):
     assert "early exit: kv-cache input names" in out
     assert "Disagreement: EP rules say GenAI (backend gpu) because" in out
     assert "text_encoder" in out
+    assert "why: NonGenAI (confident, margin 8): token ids 'input_ids'" in out
 
 
 def test_table_says_when_both_agree(zoo_dir):

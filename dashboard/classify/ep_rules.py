@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dashboard.classify.verdicts import GENAI, UNKNOWN, Classification, Signal, capped, decide
+from dashboard.classify.verdicts import GENAI, UNKNOWN, Classification, Scorecard, decide
 from dashboard.intake.graph import MS_DOMAIN, ModelGraph, Node, TensorSpec
 
 MIN_DECISION_SCORE = 10.0
@@ -134,18 +134,14 @@ def classify_ep(model: ModelGraph) -> Classification:
         return Classification(UNKNOWN, 0.0, 0.0, "empty graph (0 nodes)", [],
                               f"The graph has no nodes{lifted}; the EP returns Unknown at once.")
 
-    genai = non_genai = 0.0
-    signals: list[Signal] = []
+    card = Scorecard()
 
     # Pre-scan of graph inputs (graph.input as listed, initializers included, like Graph_GetInputs).
     kv_names = [spec.name for spec in view.inputs if matches_kv_cache_hint(spec.name)]
-    kv_score = KV_CACHE_INPUT_SCORE * len(kv_names)
-    genai += kv_score
-    signals.append(Signal(
-        "kv_cache_input_names", "genai", KV_CACHE_INPUT_SCORE, bool(kv_names), len(kv_names), 1,
-        capped([f"input '{n}'" for n in kv_names]), kv_score,
-        description="+5 per graph input whose name contains past_key_values, past_, present, "
-                    "input_ids, attention_mask or position_ids"))
+    card.add(name="kv_cache_input_names", side="genai", weight=KV_CACHE_INPUT_SCORE, value=len(kv_names),
+             threshold=1, evidence=[f"input '{n}'" for n in kv_names], score=KV_CACHE_INPUT_SCORE * len(kv_names),
+             description="+5 per graph input whose name contains past_key_values, past_, present, "
+                         "input_ids, attention_mask or position_ids")
 
     image_fired, image_value, image_evidence = False, None, []
     first = view.inputs[0] if view.inputs else None
@@ -157,15 +153,13 @@ def classify_ep(model: ModelGraph) -> Classification:
         image_evidence = [f"first input '{first.name}' {first.shape_text()}"]
     elif first is not None:
         image_evidence = [f"first input '{first.name}' {first.shape_text()} is not 4-D"]
-    image_score = IMAGE_4D_SCORE if image_fired else 0.0
-    non_genai += image_score
-    signals.append(Signal(
-        "image_input_4d", "non_genai", IMAGE_4D_SCORE, image_fired, image_value, MIN_SPATIAL_DIM,
-        image_evidence, image_score,
-        description="+5 if the first graph input is 4-D with H and W >= 224 (symbolic dims never count)"))
+    card.add(name="image_input_4d", side="non_genai", weight=IMAGE_4D_SCORE, fired=image_fired, value=image_value,
+             threshold=MIN_SPATIAL_DIM, evidence=image_evidence,
+             description="+5 if the first graph input is 4-D with H and W >= 224 (symbolic dims never count)")
 
-    kv_exit = genai >= MIN_DECISION_SCORE and genai > non_genai
-    early_exit = (f"kv-cache input names (score {genai:g} >= {MIN_DECISION_SCORE:g} before any node is read)"
+    prescan = card.total("genai")
+    kv_exit = prescan >= MIN_DECISION_SCORE and prescan > card.total("non_genai")
+    early_exit = (f"kv-cache input names (score {prescan:g} >= {MIN_DECISION_SCORE:g} before any node is read)"
                   if kv_exit else None)
 
     conv, layer_norm, batch_norm = [], [], []
@@ -204,24 +198,17 @@ def classify_ep(model: ModelGraph) -> Classification:
         # no longer matter, so scores are reported as they stood after the input pre-scan.
     reached = early_exit is None
 
-    signals.append(Signal(
-        "matmul_nbits", "genai", MATMUL_NBITS_SCORE, bool(nbits), len(nbits), 1,
-        capped(nbits), 0.0, not kv_exit,
-        "any com.microsoft MatMulNBits (int4 LLM weights) returns GenAI at once"))
-    signals.append(Signal(
-        "heavy_attention_ops", "genai", HEAVY_ATTN_OP_SCORE, bool(heavy), len(heavy), 1,
-        capped(heavy), 0.0, not kv_exit,
-        "any com.microsoft MultiHeadAttention / GroupQueryAttention / Attention returns GenAI at once"))
+    card.add(name="matmul_nbits", side="genai", weight=MATMUL_NBITS_SCORE, value=len(nbits), threshold=1,
+             evidence=nbits, score=0.0, reached=not kv_exit,
+             description="any com.microsoft MatMulNBits (int4 LLM weights) returns GenAI at once")
+    card.add(name="heavy_attention_ops", side="genai", weight=HEAVY_ATTN_OP_SCORE, value=len(heavy), threshold=1,
+             evidence=heavy, score=0.0, reached=not kv_exit,
+             description="any com.microsoft MultiHeadAttention / GroupQueryAttention / Attention returns GenAI at once")
 
     def add(name, side, weight, fired, value, threshold, evidence, description, per_hit=1):
-        nonlocal genai, non_genai
-        score = weight * per_hit if fired and reached else 0.0
-        if side == "genai":
-            genai += score
-        else:
-            non_genai += score
-        signals.append(Signal(name, side, weight, fired, value, threshold, capped(evidence), score,
-                              reached, description))
+        card.add(name=name, side=side, weight=weight, fired=fired, value=value, threshold=threshold,
+                 evidence=evidence, score=weight * per_hit if fired and reached else 0.0, reached=reached,
+                 description=description)
 
     add("light_attention_ops", "genai", LIGHT_ATTN_OP_SCORE, bool(light), len(light), 1, light,
         "+3 per com.microsoft RotaryEmbedding / SkipLayerNormalization / FastGelu / BiasGelu node",
@@ -256,6 +243,7 @@ def classify_ep(model: ModelGraph) -> Classification:
         + [f"Gemm '{n}'" for n in gemm[:2]],
         "+5 if the graph has a GlobalAveragePool and a Softmax/LogSoftmax or Gemm")
 
+    genai, non_genai = card.total("genai"), card.total("non_genai")
     if early_exit is not None:
         verdict = GENAI
         summary = f"GenAI by early exit: {early_exit}."
@@ -266,4 +254,4 @@ def classify_ep(model: ModelGraph) -> Classification:
     if any(n.op_type == "EPContext" for n in view.nodes):
         summary += (" Note: this is an EPContext (pre-compiled) model; the EP skips classification "
                     "for those and uses the backend baked into the context.")
-    return Classification(verdict, genai, non_genai, early_exit, signals, summary)
+    return Classification(verdict, genai, non_genai, early_exit, card.signals, summary)

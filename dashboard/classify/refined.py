@@ -8,12 +8,17 @@ an image with symbolic H/W, and leave audio encoders, MLPs, RNNs and small CNNs 
 
 What counts here is what only a decoder has: past inputs that come back as present outputs one
 token longer (a KV cache), a causal attention mask, logits over the token-embedding vocabulary,
-int4 weight-only matmuls; against that, signal inputs that a decoder never has: images reaching a
-conv stem or patch embedding, spectrograms or waveforms, dense feature vectors, recurrent cells,
-classical-ML ops, or token ids feeding a bidirectional (non-causal, cache-less) encoder.
+int4 weight-only matmuls, and the autoregressive loop itself where a decoder carries no cache: a
+recurrent state in and out next to a token input (a step decoder), an ArgMax fed back into the
+token embedding (a greedy loop unrolled in the graph), target-so-far tokens next to a source
+(seq2seq); against that, signal inputs that a decoder never has: images reaching a conv stem or
+patch embedding (through layout, normalisation or quantisation), spectrograms, waveforms or
+in-graph filterbanks, dense feature vectors, recurrent cells over signal features, a deep conv
+backbone, classical-ML ops, or token ids feeding a bidirectional (non-causal, cache-less) encoder.
 
-Scores use the EP's decision rule (a side needs >= 10 and strictly more than the other), so a tie
-between strong evidence on both sides, or too little evidence, is Unknown.
+The side with more evidence wins; a tie is Unknown, and so is a graph with no evidence at all.
+The lead (``margin``) says how sure the verdict is: below ``CONFIDENT_MARGIN`` (one decisive
+signal's worth) it is reported as uncertain.
 
 Cost: one pass over the nodes builds producer/consumer indexes and per-op buckets; every later
 check is a dict lookup or a walk of at most a few hops from a graph input, output or a bucketed
@@ -32,10 +37,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, capped, decide
+from onnx import TensorProto
+
+from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Scorecard, Signal, decide
 from dashboard.intake.graph import MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, TensorValue
 
-MIN_DECISION_SCORE = 10.0  # the EP's rule, so verdicts mean the same on both sides
+MIN_EVIDENCE = 2.0  # the weakest signal: any fired evidence can decide, a tie cannot
+# A decisive signal's worth of lead (10) net of the weakest hint against it (token ids, 2): a text
+# encoder is sure, a two-conv model with nothing else is not.
+CONFIDENT_MARGIN = 8.0
+DECISION_RULE = "a verdict needs strictly more evidence on one side"
 
 # GenAI (autoregressive decoder) evidence.
 KV_PAIRS_SCORE = 10.0
@@ -43,6 +54,11 @@ CAUSAL_MASK_SCORE = 8.0
 INT4_WEIGHT_ONLY_SCORE = 8.0
 VOCAB_LOGITS_SCORE = 4.0
 TOKEN_IDS_SCORE = 2.0
+# The generation loop itself, in the graph: it outweighs whatever the model reads, up to an image
+# stem plus the deepest backbone (10 + 10), since captioners and OCR decoders read images too.
+GREEDY_FEEDBACK_SCORE = 22.0
+STEP_DECODER_SCORE = 12.0
+SEQ2SEQ_DECODER_SCORE = 10.0
 # NonGenAI evidence.
 IMAGE_CONV_SCORE = 10.0
 IMAGE_SHAPE_ONLY_SCORE = 4.0
@@ -51,20 +67,24 @@ RECURRENT_SCORE = 10.0
 DENSE_INPUT_SCORE = 10.0
 CLASSICAL_ML_SCORE = 10.0
 TEXT_ENCODER_SCORE = 10.0
-CNN_STRUCTURE_SCORE = 4.0
+CNN_STRUCTURE_SCORE = 4.0  # two conv layers; each further conv adds CNN_DEPTH_STEP up to CNN_MAX_SCORE
+CNN_DEPTH_STEP = 0.5
+CNN_MAX_SCORE = 10.0
 
-INT_TYPES = frozenset({6, 7})  # int32, int64
-FLOAT_TYPES = frozenset({1, 10, 11, 16})  # float32, float16, double, bfloat16
+INT_TYPES = frozenset({TensorProto.INT32, TensorProto.INT64})
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16})
 LOW_BIT_TYPES = frozenset({"int4", "uint4"})
 IMAGE_CHANNELS = frozenset({1, 3, 4})
 MIN_IMAGE_SIDE = 8
 MEL_BINS = frozenset({40, 64, 80, 128})
+FILTERBANK_KERNEL = 64  # a Conv1D this wide over one channel is a learned filterbank / STFT as conv
+MIN_FRAME_FEATURES = 13  # MFCC count: fewer channels per frame is not a spectrogram
 PATCH_KERNEL = 8  # a conv kernel this large on the raw image is a patch embedding (ViT), not a stem
 SEGMENT_VOCAB_MAX = 16  # token_type_ids embed into a handful of rows
 
 CONV_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "NhwcConv", "FusedConv"})
 DENSE_OPS = frozenset({"Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "QGemm", "FusedMatMul", "MatMulNBits"})
-RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN"})
+RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM", "AttnLSTM"})
 SPECTRAL_OPS = frozenset({"STFT", "DFT", "MelWeightMatrix"})
 COMPARE_OPS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 # Decoder-only attention kernels: causal whatever their attributes say.
@@ -83,11 +103,18 @@ ML_DOMAIN = "ai.onnx.ml"
 SIGNAL_PASS = frozenset({
     "Cast", "Transpose", "QuantizeLinear", "DequantizeLinear", "Sub", "Div", "Mul", "Add", "Reshape",
     "Pad", "Identity", "Resize", "Slice", "Unsqueeze", "Squeeze", "Clip", "Flatten", "Concat",
-    "BatchNormalization", "Normalizer", "Scaler",
+    "BatchNormalization", "Normalizer", "Scaler", "DynamicQuantizeLinear",
 })
+# A dense head may normalise its input by hand (LayerNorm written as ReduceMean/Sub/Pow/Sqrt/Div).
+DENSE_PASS = SIGNAL_PASS | frozenset({"ReduceMean", "Pow", "Sqrt", "LayerNormalization", "LpNormalization",
+                                      "ReduceL2", "Relu", "Gelu", "Dropout", "Abs", "Neg", "Reciprocal"})
 SIGNAL_OR_SEQUENCE_PASS = SIGNAL_PASS | SEQUENCE_OPS
 CONV_OR_SPECTRAL = CONV_OPS | SPECTRAL_OPS
-INDEX_PASS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Clip"})
+INDEX_PASS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Clip", "Slice"})
+# Ops an ArgMax's token ids pass on their way back into the embedding (the next step's input).
+FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub", "Mul", "Max", "Min"})
+GREEDY_OPS = frozenset({"ArgMax", "TopK"})
+STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
 CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
                          "LogSoftmax", "Slice", "Gather", "Div", "Mul", "Tanh"})
@@ -202,6 +229,9 @@ def _weight_shape(index: _Index, name: str) -> tuple[str, tuple] | None:
         if init is not None:
             return init.name, init.shape
         node = index.producer.get(name)
+        value = node.attributes.get("value") if node is not None and node.op_type == "Constant" else None
+        if isinstance(value, TensorValue):  # paddle2onnx and others store weights as Constant nodes
+            return node.outputs[0], value.shape
         if node is None or node.op_type not in ("DequantizeLinear", "Transpose", "Cast", "Identity") or not node.inputs:
             return None
         name = node.inputs[0]
@@ -298,7 +328,11 @@ def _triangular(tensor: TensorValue) -> str | None:
     return None
 
 
-# -- signals --------------------------------------------------------------------------------------
+# -- token streams -------------------------------------------------------------------------------
+
+EMBED_OPS = frozenset({"Gather", "GatherBlockQuantized", "EmbedLayerNormalization"})
+_POSITIONAL = ("position", "type", "segment")
+
 
 @dataclass
 class _Embedding:
@@ -310,28 +344,58 @@ class _Embedding:
 
 
 def _embeddings(index: _Index, inputs: list[TensorSpec]) -> list[_Embedding]:
-    """Integer [batch, seq] inputs that index an embedding table: token, position or segment ids."""
+    """Integer inputs that index an embedding table: token, position or segment ids. Rank 1 counts
+    (a step decoder's previous word), and so does any name: a decoder's tokens so far are often
+    ``prefix``, ``tokens`` or ``prev_output_tokens``, not ``input_ids``."""
     found = []
     for spec in inputs:
-        if spec.elem_type not in INT_TYPES or spec.shape is None or len(spec.shape) != 2:
+        if spec.elem_type not in INT_TYPES or spec.shape is None or len(spec.shape) not in (1, 2):
             continue
-        node, via = _forward(index, spec.name, {"Gather", "GatherBlockQuantized", "EmbedLayerNormalization"},
-                             INDEX_PASS, max_hops=3)
-        if node is None:
-            continue
-        if node.op_type == "EmbedLayerNormalization":  # input_ids -> word table, segment_ids -> segment table
-            slot = {0: 2, 1: 4}.get(node.inputs.index(via))
-            table = node.inputs[slot] if slot is not None and len(node.inputs) > slot else ""
-        elif len(node.inputs) > 1 and node.inputs[1] == via:
-            table = node.inputs[0]
-        else:
-            continue
-        weight = _weight_shape(index, table)
-        if weight is None or len(weight[1]) < 2:
-            continue
-        found.append(_Embedding(spec, node, weight[0], weight[1][0], weight[1][1]))
+        hit = _lookup(index, spec.name)
+        weight = _weight_shape(index, hit[1]) if hit is not None else None
+        if weight is not None and len(weight[1]) >= 2:
+            found.append(_Embedding(spec, hit[0], weight[0], weight[1][0], weight[1][1]))
     return found
 
+
+def _lookup(index: _Index, name: str) -> tuple[Node, str] | None:
+    """(embedding node, table tensor) that the ids in ``name`` index. A Gather that picks positions
+    out of the ids (``tokens[:, -1]``: a step decoder reads only the last token) is followed through
+    to the table lookup."""
+    for _ in range(3):
+        node, via = _forward(index, name, EMBED_OPS, INDEX_PASS, max_hops=3)
+        if node is None:
+            return None
+        if node.op_type == "EmbedLayerNormalization":  # input_ids -> word table, segment_ids -> segment table
+            slot = {0: 2, 1: 4}.get(node.inputs.index(via))
+            return (node, node.inputs[slot]) if slot is not None and len(node.inputs) > slot else None
+        if len(node.inputs) > 1 and node.inputs[1] == via:
+            return node, node.inputs[0]
+        if not node.outputs or _weight_shape(index, node.inputs[1] if len(node.inputs) > 1 else "") is None:
+            return None
+        name = node.outputs[0]  # the ids are the data of a position-selecting Gather
+    return None
+
+
+def _token_streams(embeddings: list[_Embedding]) -> list[_Embedding]:
+    """Embeddings of token ids, not of positions or segments: what a text model reads."""
+    return [e for e in embeddings
+            if e.rows > SEGMENT_VOCAB_MAX and not any(w in e.input.name.lower() for w in _POSITIONAL)]
+
+
+def _reach(index: _Index, starts: list[str], limit: int = STATE_VISIT_LIMIT) -> set[str]:
+    """Tensors computed from ``starts`` (bounded: at most ``limit`` tensors are visited)."""
+    seen, frontier = set(starts), list(starts)
+    while frontier and len(seen) < limit:
+        for node in index.consumers.get(frontier.pop(), ()):
+            for out in node.outputs:
+                if out and out not in seen:
+                    seen.add(out)
+                    frontier.append(out)
+    return seen
+
+
+# -- KV caches and causal masks ----------------------------------------------------------------
 
 def _name_signature(name: str) -> tuple[str, ...]:
     """Layer index and key/value role of a cache tensor, with past/present/in/out wording removed:
@@ -470,6 +534,107 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair]) -> list[str]:
     return list(dict.fromkeys(evidence))
 
 
+# -- the autoregressive loop without a cache ----------------------------------------------------
+
+@dataclass
+class _StatePair:
+    input: TensorSpec
+    output: TensorSpec
+
+
+def _same_layout(a: TensorSpec, b: TensorSpec) -> bool:
+    """Same dtype and rank, no fixed dim that differs, and at least one fixed dim in common (two
+    fully symbolic shapes say nothing)."""
+    if a.elem_type != b.elem_type or a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return False
+    fixed = [(x, y) for x, y in zip(a.shape, b.shape) if isinstance(x, int) and isinstance(y, int)]
+    return bool(fixed) and all(x == y for x, y in fixed)
+
+
+def _state_pairs(model: ModelGraph, index: _Index, inputs: list[TensorSpec], skip: set[str]) -> list[_StatePair]:
+    """Float inputs that come back as a same-shaped output computed from them: a recurrent state
+    (GRU/LSTM hidden and cell, a VAD state) carried from one call to the next. Alone it proves
+    nothing (a VAD carries one too); next to a token input and a vocabulary output it is the
+    decoder's memory of the tokens so far, which is what a KV cache is to a transformer."""
+    outputs = [o for o in model.outputs if o.elem_type in FLOAT_TYPES]
+    pairs = []
+    for spec in inputs:
+        if spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None or not 2 <= len(spec.shape) <= 3:
+            continue
+        same = [o for o in outputs if o.name != spec.name and _same_layout(spec, o)]
+        reached = _reach(index, [spec.name]) if same else set()
+        hit = next((o for o in same if o.name in reached), None)
+        if hit is not None:
+            pairs.append(_StatePair(spec, hit))
+    return pairs
+
+
+def _step_decoder(streams: list[_Embedding], logits: dict[str, list[str]], states: list[_StatePair]):
+    """Evidence and gist of a step decoder: a token input, a state in and out, and an output over
+    that token vocabulary. Each call consumes the token it produced last time: the loop runs
+    outside the graph, but every part of it is in the signature."""
+    target = next((e for e in streams if logits.get(e.input.name)), None)
+    if target is None or not states:
+        return [], ""
+    evidence = [f"token input {_spec_text(target.input)} indexes '{target.table}' [{target.rows}, {target.cols}]"]
+    evidence += [f"state {_spec_text(p.input)} is carried to output {_spec_text(p.output)}" for p in states]
+    evidence.append(logits[target.input.name][0])
+    state = states[0]
+    return evidence, (f"a token input '{target.input.name}' plus a hidden state in and out ('{state.input.name}' -> "
+                      f"'{state.output.name}'), and a vocabulary-sized output ({target.rows}): a step decoder")
+
+
+def _greedy_feedback(index: _Index):
+    """ArgMax / TopK indices that index a 2-D embedding table: the token picked at one step is the
+    input of the next, i.e. greedy decoding unrolled in the graph. A classifier's ArgMax ends in
+    an output or a label lookup (a 1-D table), never in an embedding."""
+    evidence = []
+    for op in GREEDY_OPS:
+        for node in index.by_op.get(op, ()):
+            ids = node.outputs[0] if op == "ArgMax" else node.outputs[1] if len(node.outputs) > 1 else ""
+            gather, via = _forward(index, ids, {"Gather", "GatherBlockQuantized"}, FEEDBACK_PASS, max_hops=4) \
+                if ids else (None, None)
+            table = _weight_shape(index, gather.inputs[0]) if gather is not None and len(gather.inputs) > 1 \
+                and gather.inputs[1] == via else None
+            if table is not None and len(table[1]) == 2:
+                evidence.append(f"{op} '{node.name}' picks a token that indexes '{table[0]}' {list(table[1])} in "
+                                f"{gather.op_type} '{gather.name}' (the next step reads this step's output)")
+    gist = (f"{len(evidence)} ArgMax/TopK step(s) fed back into the token embedding: greedy decoding unrolled "
+            "in the graph") if evidence else ""
+    return evidence, gist
+
+
+def _memory_inputs(index: _Index, inputs: list[TensorSpec], skip: set[str]) -> list[TensorSpec]:
+    """Float [batch, length, width] inputs read by a matmul: encoder states a decoder attends to."""
+    found = []
+    for spec in inputs:
+        if spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None or len(spec.shape) != 3 \
+                or not isinstance(spec.shape[2], int):
+            continue
+        node, _ = _forward(index, spec.name, DENSE_OPS, SIGNAL_PASS, max_hops=3)
+        if node is not None:
+            found.append(spec)
+    return found
+
+
+def _seq2seq_decoder(streams: list[_Embedding], logits: dict[str, list[str]], memory: list[TensorSpec]):
+    """Target-so-far tokens with an output over their vocabulary, next to a source: source token ids
+    or encoder states. A seq2seq graph's first token input is often the source, so every token
+    input is read; an encoder never outputs logits over its input vocabulary next to a source."""
+    target = next((e for e in streams if logits.get(e.input.name)), None)
+    sources = [e for e in streams if target is not None and e.input.name != target.input.name]
+    if target is None or not (sources or memory):
+        return [], ""
+    evidence = [f"target tokens {_spec_text(target.input)} with {logits[target.input.name][0]}"]
+    evidence += [f"source tokens {_spec_text(e.input)} index '{e.table}' [{e.rows}, {e.cols}]" for e in sources]
+    evidence += [f"encoder states {_spec_text(m)} are attended to" for m in memory]
+    source = sources[0].input.name if sources else memory[0].name
+    return evidence, (f"target tokens '{target.input.name}' next to a source '{source}' and an output over the "
+                      f"target vocabulary ({target.rows}): a seq2seq decoder")
+
+
+# -- other decoder evidence ------------------------------------------------------------------------
+
 def _logits_evidence(model: ModelGraph, index: _Index, vocab: _Embedding | None) -> list[str]:
     if vocab is None:
         return []
@@ -516,39 +681,91 @@ def _int4_evidence(index: _Index, quantizes_activations: bool) -> list[str]:
     return evidence
 
 
-def _signal_inputs(index: _Index, inputs: list[TensorSpec], skip: set[str]):
-    """Image, audio and dense-feature evidence from the float (or non-tensor) inputs."""
-    image_conv, image_shape, audio, dense = [], [], [], []
+# -- signal inputs -------------------------------------------------------------------------------
+
+@dataclass
+class _Inputs:
+    image_conv: list[str] = field(default_factory=list)
+    image_shape: list[str] = field(default_factory=list)
+    audio: list[str] = field(default_factory=list)
+    dense: list[str] = field(default_factory=list)
+
+
+def _signal_inputs(index: _Index, inputs: list[TensorSpec], skip: set[str], dense_ranks: tuple[int, ...]) -> _Inputs:
+    """Image, audio and dense-feature evidence from the float (or non-tensor) inputs. The way from
+    an input to its first real layer may pass layout (a channels-last Transpose), normalisation
+    (Sub/Div/Mul, Resize, Pad) and quantisation (DynamicQuantizeLinear -> ConvInteger)."""
+    found = _Inputs()
     for spec in inputs:
         if spec.name in skip or (spec.elem_type and spec.elem_type not in FLOAT_TYPES):
             continue
-        shape = spec.shape
-        rank = len(shape) if shape is not None else None
         conv, _ = _forward(index, spec.name, CONV_OR_SPECTRAL, SIGNAL_OR_SEQUENCE_PASS)
         stem = _conv_weight(index, conv) if conv is not None and conv.op_type in CONV_OPS else None
-        image_like = rank == 4 and "mask" not in spec.name.lower() and (
-            (shape[1] in IMAGE_CHANNELS and _spatial(shape[2]) and _spatial(shape[3]))
-            or (shape[3] in IMAGE_CHANNELS and _spatial(shape[1]) and _spatial(shape[2])))
-        if image_like and stem is not None:
-            layout = "NCHW" if shape[1] in IMAGE_CHANNELS else "NHWC"
-            image_conv.append(f"image input {_spec_text(spec)} ({layout}) feeds {_conv_role(conv, stem)}")
-        elif image_like:
-            image_shape.append(f"image-shaped input {_spec_text(spec)}; no conv stem on it at top level")
-        elif rank in (None, 4) and stem is not None and len(stem[1]) == 4 and stem[1][1] in IMAGE_CHANNELS:
-            image_conv.append(f"input {_spec_text(spec)} feeds {_conv_role(conv, stem)} over {stem[1][1]} "
-                              "image channel(s)")
-        elif rank == 3 and (shape[1] in MEL_BINS or shape[2] in MEL_BINS) and conv is not None:
-            bins = shape[1] if shape[1] in MEL_BINS else shape[2]
-            audio.append(f"spectrogram input {_spec_text(spec)} ({bins} mel bins) feeds {conv.op_type} '{conv.name}'")
-        elif rank == 2 and conv is not None:
-            audio.append(f"waveform input {_spec_text(spec)} feeds {conv.op_type} '{conv.name}'")
-        if rank in (2, 4) and conv is None:
-            layer, _ = _forward(index, spec.name, DENSE_OPS, SIGNAL_PASS)
+        if not _image_evidence(found, spec, conv, stem):
+            _audio_evidence(found, spec, conv, stem)
+        rank = len(spec.shape) if spec.shape is not None else None
+        if rank in dense_ranks and conv is None:
+            layer, _ = _forward(index, spec.name, DENSE_OPS, DENSE_PASS)
             if layer is not None:
-                dense.append(f"feature input {_spec_text(spec)} feeds {layer.op_type} '{layer.name}' (dense layer)")
+                found.dense.append(f"feature input {_spec_text(spec)} feeds {layer.op_type} '{layer.name}' "
+                                   "(dense layer)")
     for op in SPECTRAL_OPS:
-        audio += [f"{op} '{n.name}' computes a spectrogram" for n in index.by_op.get(op, ())]
-    return image_conv, image_shape, audio, dense
+        found.audio += [f"{op} '{n.name}' computes a spectrogram" for n in index.by_op.get(op, ())]
+    found.audio += _filterbank_convs(index)
+    return found
+
+
+def _image_evidence(found: _Inputs, spec: TensorSpec, conv: Node | None, stem) -> bool:
+    """An image: [B, C, H, W] or [B, H, W, C] with C in 1/3/4 (symbolic H and W count, as detectors
+    and segmenters take any size), or any input whose first conv reads 1/3/4 channels in 2-D."""
+    shape = spec.shape
+    rank = len(shape) if shape is not None else None
+    image_like = rank == 4 and "mask" not in spec.name.lower() and (
+        (shape[1] in IMAGE_CHANNELS and _spatial(shape[2]) and _spatial(shape[3]))
+        or (shape[3] in IMAGE_CHANNELS and _spatial(shape[1]) and _spatial(shape[2])))
+    if image_like and stem is not None:
+        layout = "NCHW" if shape[1] in IMAGE_CHANNELS else "NHWC"
+        found.image_conv.append(f"image input {_spec_text(spec)} ({layout}) feeds {_conv_role(conv, stem)}")
+    elif image_like:
+        found.image_shape.append(f"image-shaped input {_spec_text(spec)}; no conv stem on it at top level")
+    elif rank in (None, 4) and stem is not None and len(stem[1]) == 4 and stem[1][1] in IMAGE_CHANNELS:
+        found.image_conv.append(f"input {_spec_text(spec)} feeds {_conv_role(conv, stem)} over {stem[1][1]} "
+                                "image channel(s)")
+    else:
+        return False
+    return True
+
+
+def _audio_evidence(found: _Inputs, spec: TensorSpec, conv: Node | None, stem) -> None:
+    """Audio: a waveform [B, samples] (or [B, samples, 1] / [B, 1, samples]) or spectrogram frames
+    [B, F, T] / [B, T, F] reaching a conv. F is a mel count, or the conv's input channels (a
+    linear spectrogram of 257 bins, 20 MFCCs ...), so frames of any width count."""
+    shape = spec.shape
+    if conv is None or shape is None:
+        return
+    channels = stem[1][1] if stem is not None and len(stem[1]) == 3 else None
+    if len(shape) == 2:
+        found.audio.append(f"waveform input {_spec_text(spec)} feeds {conv.op_type} '{conv.name}'")
+    elif len(shape) == 3 and 1 in (shape[1], shape[2]):
+        found.audio.append(f"waveform input {_spec_text(spec)} (one channel) feeds {conv.op_type} '{conv.name}'")
+    elif len(shape) == 3 and (shape[1] in MEL_BINS or shape[2] in MEL_BINS):
+        bins = shape[1] if shape[1] in MEL_BINS else shape[2]
+        found.audio.append(f"spectrogram input {_spec_text(spec)} ({bins} mel bins) feeds {conv.op_type} '{conv.name}'")
+    elif len(shape) == 3 and channels is not None and channels >= MIN_FRAME_FEATURES and channels in shape[1:]:
+        found.audio.append(f"frames input {_spec_text(spec)} ({channels} features per frame) feed the 1-D "
+                           f"{conv.op_type} '{conv.name}'")
+
+
+def _filterbank_convs(index: _Index) -> list[str]:
+    """A Conv1D over one channel with a wide kernel: a learned filterbank or an STFT written as a
+    conv, the front end of raw-audio models (SincNet, wav2vec-style encoders, in-graph mel)."""
+    evidence = []
+    for node in index.by_op.get("Conv", ()):
+        weight = _conv_weight(index, node)
+        if weight is not None and len(weight[1]) == 3 and weight[1][1] == 1 and weight[1][2] >= FILTERBANK_KERNEL:
+            evidence.append(f"Conv '{node.name}' is a 1-D filterbank over one channel (weight '{weight[0]}' "
+                            f"{list(weight[1])})")
+    return evidence
 
 
 def _conv_weight(index: _Index, conv: Node) -> tuple[str, tuple] | None:
@@ -563,107 +780,222 @@ def _conv_role(conv: Node, weight: tuple[str, tuple] | None) -> str:
     return f"conv stem {conv.op_type} '{conv.name}'"
 
 
+def _recurrent_cells(index: _Index, streams: list[_Embedding]) -> list[Node]:
+    """Recurrent cells (quantised ones included) over signal features. Cells that read token
+    embeddings belong to a text model (an encoder or a decoder), and other rules judge those."""
+    cells = [n for op in RECURRENT_OPS for n in index.by_op.get(op, ())]
+    if not cells or not streams:
+        return cells
+    text = _reach(index, [e.input.name for e in streams])
+    return [n for n in cells if not (n.inputs and n.inputs[0] in text)]
+
+
+def _cnn_score(convs: int) -> float:
+    """Two convs make a small CNN (+4); depth adds evidence, so a deep backbone is decisive alone."""
+    return min(CNN_MAX_SCORE, CNN_STRUCTURE_SCORE + CNN_DEPTH_STEP * (convs - 2)) if convs >= 2 else 0.0
+
+
+# -- the classification ----------------------------------------------------------------------------
+
+@dataclass
+class _Text:
+    """What the token inputs show: the streams, logits over each stream's vocabulary, the main stream."""
+
+    embeddings: list[_Embedding]
+    streams: list[_Embedding]
+    logits: dict[str, list[str]]
+    token: _Embedding | None
+
+
+def _nearest_first(index: _Index, model: ModelGraph, streams: list[_Embedding]) -> list[_Embedding]:
+    """Token streams ordered by how close their embedding is to the outputs: in a seq2seq graph the
+    target-so-far tokens feed the decoder, next to the logits, and the source sits further back."""
+    if len(streams) < 2:
+        return streams
+    depth: dict[str, int] = {}
+    frontier, hops = [o.name for o in model.outputs], 0
+    while frontier and len(depth) < STATE_VISIT_LIMIT:
+        next_frontier = []
+        for name in frontier:
+            node = index.producer.get(name)
+            if node is None or node.name in depth:
+                continue
+            depth[node.name] = hops
+            next_frontier += [i for i in node.inputs if i]
+        frontier, hops = next_frontier, hops + 1
+    return sorted(streams, key=lambda e: depth.get(e.node.name, STATE_VISIT_LIMIT))
+
+
+def _text(model: ModelGraph, index: _Index) -> _Text:
+    embeddings = _embeddings(index, model.inputs)
+    streams = _nearest_first(index, model, _token_streams(embeddings))
+    logits = {e.input.name: _logits_evidence(model, index, e) for e in streams}
+    target = next((e for e in streams if logits[e.input.name]), None)
+    token = target or max(embeddings, default=None, key=lambda e: (
+        not any(w in e.input.name.lower() for w in _POSITIONAL), e.rows))
+    return _Text(embeddings, streams, logits, token)
+
+
 def classify_refined(model: ModelGraph) -> Classification:
     """Classify ``model`` by structure; every signal names the nodes, inputs and shapes behind it."""
     if not model.nodes:
-        return Classification(UNKNOWN, 0.0, 0.0, None, [], "The graph has no nodes: nothing to classify.")
+        return Classification(UNKNOWN, 0.0, 0.0, None, [], "The graph has no nodes: nothing to classify.",
+                              margin=0.0, confidence="uncertain", explanation="Unknown: the graph has no nodes.",
+                              decision_rule=DECISION_RULE)
     index = _index(model.nodes, model.initializers)
     top_level_flow = list(index.control_flow)
     flow_notes = _flatten_bodies(index)
-    inputs = model.inputs
-    signals: list[Signal] = []
+    text = _text(model, index)
+    card = Scorecard()
+    kv_pairs, causal, states, loop = _decoder_signals(card, model, index, text)
+    _non_decoder_signals(card, model, index, text, kv_pairs, states, decoder=bool(kv_pairs or causal or loop))
+    _context_signals(card, index, flow_notes or [f"{n.op_type} '{n.name}' holds {n.subgraphs} subgraph(s)"
+                                                 for n in top_level_flow])
+    genai, non_genai = card.total("genai"), card.total("non_genai")
+    verdict = decide(genai, non_genai, MIN_EVIDENCE)
+    margin = abs(genai - non_genai) if verdict != UNKNOWN else 0.0
+    confidence = "confident" if verdict != UNKNOWN and margin >= CONFIDENT_MARGIN else "uncertain"
+    return Classification(verdict, genai, non_genai, None, card.signals, _summary(verdict, genai, non_genai, card.signals),
+                          margin=margin, confidence=confidence,
+                          explanation=_explain(verdict, margin, confidence, card.signals),
+                          decision_rule=DECISION_RULE)
 
-    def add(name, side, weight, evidence, description, value=None, threshold=None):
-        fired = bool(evidence)
-        signals.append(Signal(name, side, weight, fired, len(evidence) if value is None else value, threshold,
-                              capped(evidence), weight if fired else 0.0, True, description))
 
-    embeddings = _embeddings(index, inputs)
-    token = max(embeddings, default=None, key=lambda e: (
-        not any(w in e.input.name.lower() for w in ("position", "type", "segment")), e.rows))
-    kv_pairs, states = _kv_pairs(model, index, inputs, {e.input.name for e in embeddings})
+def _decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text):
+    """GenAI evidence. Returns the KV pairs, causal evidence, recurrent states and the loop evidence
+    (step decoder, greedy feedback, seq2seq) that the non-decoder rules must know about."""
+    token_inputs = {e.input.name for e in text.embeddings}
+    kv_pairs, states = _kv_pairs(model, index, model.inputs, token_inputs)
     causal = _causal_evidence(index, kv_pairs)
-    quantizes_activations = bool(index.by_op.get("QuantizeLinear"))
-    int4 = _int4_evidence(index, quantizes_activations)
-    logits = _logits_evidence(model, index, token)
-    image_conv, image_shape, audio, dense = _signal_inputs(
-        index, inputs, {p.past.name for p in kv_pairs} | {e.input.name for e in embeddings})
+    carried = _state_pairs(model, index, model.inputs, token_inputs | {p.past.name for p in kv_pairs})
+    carried_names = {p.input.name for p in carried}
+    step, step_gist = _step_decoder(text.streams, text.logits, carried)
+    greedy, greedy_gist = _greedy_feedback(index)
+    memory = _memory_inputs(index, model.inputs, token_inputs | carried_names | {p.past.name for p in kv_pairs})
+    seq2seq, seq2seq_gist = _seq2seq_decoder(text.streams, text.logits, memory)
+    token, logits = text.token, text.logits.get(text.token.input.name, []) if text.token else []
+    card.add(name="kv_cache_pairs", side="genai", weight=KV_PAIRS_SCORE, value=len(kv_pairs),
+             evidence=[f"'{p.past.name}' {p.past.shape_text()} -> '{p.present.name}' {p.present.shape_text()}"
+                       + (f": {p.link}" if p.link else ": same layer/role and dtype, shapes differ only on the "
+                          "sequence axis") for p in kv_pairs],
+             gist=f"{len(kv_pairs)} KV-cache pair(s) such as '{kv_pairs[0].past.name}' -> "
+                  f"'{kv_pairs[0].present.name}': an incremental decoder" if kv_pairs else "",
+             description="past inputs that return as present outputs of the same layer and role (present = past "
+                         "+ new tokens): a KV cache, which only autoregressive decoders carry")
+    card.add(name="greedy_feedback", side="genai", weight=GREEDY_FEEDBACK_SCORE, value=len(greedy), evidence=greedy,
+             gist=greedy_gist, description=_greedy_feedback.__doc__.split(":")[0].strip())
+    card.add(name="step_decoder", side="genai", weight=STEP_DECODER_SCORE, evidence=step, gist=step_gist,
+             value=len(carried), description="a token input, a recurrent state carried from input to output, and "
+                                             "an output over the token vocabulary: one step of an RNN decoder")
+    card.add(name="seq2seq_decoder", side="genai", weight=SEQ2SEQ_DECODER_SCORE, evidence=seq2seq, gist=seq2seq_gist,
+             description="target-so-far tokens with an output over their vocabulary, next to source tokens or "
+                         "encoder states: a seq2seq decoder (read on every token input, not just the first)")
+    card.add(name="causal_mask", side="genai", weight=CAUSAL_MASK_SCORE, evidence=causal,
+             gist=f"a causal mask ({_first_words(causal)})" if causal else "",
+             description="causal attention: decoder-only kernels (GroupQueryAttention ...), attention over a KV "
+                         "cache, unidirectional/is_causal attributes, Trilu, Range-vs-Range position comparisons, "
+                         "triangular mask constants or square mask buffers")
+    int4 = _int4_evidence(index, bool(index.by_op.get("QuantizeLinear")))
+    card.add(name="int4_weight_only", side="genai", weight=INT4_WEIGHT_ONLY_SCORE, evidence=int4,
+             gist="int4 weight-only matmuls (the LLM deployment format)" if int4 else "",
+             description="weight-only low-bit quantization (MatMulNBits, GatherBlockQuantized, int4 "
+                         "DequantizeLinear with float activations): the LLM deployment format")
+    card.add(name="vocab_logits", side="genai", weight=VOCAB_LOGITS_SCORE, evidence=logits,
+             value=token.rows if token and logits else None, threshold=token.rows if token else None,
+             gist=f"an output over the {token.rows}-token vocabulary" if logits else "",
+             description="an output over the token-embedding vocabulary (last dim = rows of the embedding table, "
+                         "or an lm_head projection to that size)")
+    card.add(name="token_ids_input", side="genai", weight=TOKEN_IDS_SCORE,
+             evidence=[f"{_spec_text(token.input)} indexes {token.node.op_type} '{token.node.name}' over "
+                       f"'{token.table}' [{token.rows}, {token.cols}]"] if token else [],
+             gist=f"token ids '{token.input.name}'" if token else "",
+             description="integer token ids (any name, rank 1 or 2) feeding an embedding table (text model; decoder "
+                         "or encoder)")
+    return kv_pairs, causal, states, step or greedy or seq2seq
 
-    add("kv_cache_pairs", "genai", KV_PAIRS_SCORE,
-        [f"'{p.past.name}' {p.past.shape_text()} -> '{p.present.name}' {p.present.shape_text()}"
-         + (f": {p.link}" if p.link else ": same layer/role and dtype, shapes differ only on the sequence axis")
-         for p in kv_pairs],
-        "past inputs that return as present outputs of the same layer and role (present = past + new "
-        "tokens): a KV cache, which only autoregressive decoders carry")
-    add("causal_mask", "genai", CAUSAL_MASK_SCORE, causal,
-        "causal attention: decoder-only kernels (GroupQueryAttention ...), attention over a KV cache, "
-        "unidirectional/is_causal attributes, Trilu, Range-vs-Range position comparisons, triangular "
-        "mask constants or square mask buffers")
-    add("int4_weight_only", "genai", INT4_WEIGHT_ONLY_SCORE, int4,
-        "weight-only low-bit quantization (MatMulNBits, GatherBlockQuantized, int4 DequantizeLinear "
-        "with float activations): the LLM deployment format")
-    add("vocab_logits", "genai", VOCAB_LOGITS_SCORE, logits,
-        "an output over the token-embedding vocabulary (last dim = rows of the embedding table, or an "
-        "lm_head projection to that size)", value=token.rows if token and logits else None,
-        threshold=token.rows if token else None)
-    add("token_ids_input", "genai", TOKEN_IDS_SCORE,
-        [f"{_spec_text(token.input)} indexes {token.node.op_type} '{token.node.name}' over '{token.table}' "
-         f"[{token.rows}, {token.cols}]"] if token else [],
-        "integer [batch, seq] token ids feeding an embedding table (text model; decoder or encoder)")
 
-    text_encoder = []
-    if token is not None and not kv_pairs and not causal:
-        text_encoder.append(f"token ids {_spec_text(token.input)} with no KV-cache pairs and no causal mask: "
-                            "a bidirectional encoder")
-        text_encoder += [f"segment ids {_spec_text(e.input)} index '{e.table}' [{e.rows}, {e.cols}]"
-                         for e in embeddings if e.rows <= SEGMENT_VOCAB_MAX]
-        text_encoder += [f"EmbedLayerNormalization '{n.name}' (BERT embedding block)"
-                         for n in index.by_op.get("EmbedLayerNormalization", ())]
-    add("text_encoder", "non_genai", TEXT_ENCODER_SCORE, text_encoder,
-        "token ids without any decoder structure (no KV pairs, no causal mask): BERT/MiniLM-style encoder")
-    add("image_input", "non_genai", IMAGE_CONV_SCORE, image_conv,
-        "float [B, C, H, W] or [B, H, W, C] input with C in 1/3/4 (symbolic H, W count) reaching a conv "
-        "stem or patch embedding, or any input whose first conv reads 1/3/4 channels")
-    add("image_shaped_input", "non_genai", IMAGE_SHAPE_ONLY_SCORE, image_shape if not image_conv else [],
-        "image-shaped float input whose first layer is not a conv (weaker)")
-    add("audio_input", "non_genai", AUDIO_SCORE, audio,
-        "spectrogram [B, mel, T] / waveform [B, samples] input reaching a conv, or STFT/DFT ops")
-    cells = [f"{n.op_type} '{n.name}'" for op in RECURRENT_OPS for n in index.by_op.get(op, ())]
-    add("recurrent_cells", "non_genai", RECURRENT_SCORE, cells + states if cells else [],
-        "LSTM / GRU / RNN cells (speech, VAD, sequence models)")
-    add("dense_feature_input", "non_genai", DENSE_INPUT_SCORE, dense if not embeddings else [],
-        "float feature vector whose first layer is Gemm/MatMul (MLP / tabular model)")
-    add("classical_ml", "non_genai", CLASSICAL_ML_SCORE,
-        [f"{ML_DOMAIN}::{n.op_type} '{n.name}'" for n in index.ml_nodes],
-        "ai.onnx.ml operators (tree ensembles, linear/SVM classifiers)")
+def _first_words(evidence: list[str], words: int = 3) -> str:
+    return " ".join(evidence[0].split()[:words]) if evidence else ""
+
+
+def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text, kv_pairs, states,
+                         decoder: bool) -> None:
+    """NonGenAI evidence: what a decoder never has."""
+    skip = {p.past.name for p in kv_pairs} | {e.input.name for e in text.embeddings}
+    found = _signal_inputs(index, model.inputs, skip, (2, 4) if text.embeddings or kv_pairs else (2, 3, 4))
+    token = text.token
+    encoder = []
+    if token is not None and not decoder:
+        encoder.append(f"token ids {_spec_text(token.input)} with no KV-cache pairs and no causal mask (nor a "
+                       "step state, greedy feedback or target tokens): a bidirectional encoder")
+        encoder += [f"segment ids {_spec_text(e.input)} index '{e.table}' [{e.rows}, {e.cols}]"
+                    for e in text.embeddings if e.rows <= SEGMENT_VOCAB_MAX]
+        encoder += [f"EmbedLayerNormalization '{n.name}' (BERT embedding block)"
+                    for n in index.by_op.get("EmbedLayerNormalization", ())]
+    card.add(name="text_encoder", side="non_genai", weight=TEXT_ENCODER_SCORE, evidence=encoder,
+             gist=f"token ids '{token.input.name}' read without any decoder structure: a text encoder" if encoder else "",
+             description="token ids without any decoder structure (no KV pairs, no causal mask, no step state, "
+                         "greedy feedback or target tokens): BERT/MiniLM-style encoder")
+    card.add(name="image_input", side="non_genai", weight=IMAGE_CONV_SCORE, evidence=found.image_conv,
+             gist=f"an {found.image_conv[0].split(' feeds ')[0]} feeding a conv" if found.image_conv else "",
+             description="float [B, C, H, W] or [B, H, W, C] input with C in 1/3/4 (symbolic H, W count) reaching a "
+                         "conv stem or patch embedding through layout, normalisation or quantisation, or any input "
+                         "whose first conv reads 1/3/4 channels")
+    card.add(name="image_shaped_input", side="non_genai", weight=IMAGE_SHAPE_ONLY_SCORE,
+             evidence=found.image_shape if not found.image_conv else [],
+             gist="an image-shaped input" if found.image_shape and not found.image_conv else "",
+             description="image-shaped float input whose first layer is not a conv (weaker)")
+    card.add(name="audio_input", side="non_genai", weight=AUDIO_SCORE, evidence=found.audio,
+             gist=f"audio: {found.audio[0].split(' feeds ')[0].split(' computes ')[0]}" if found.audio else "",
+             description="waveform [B, samples] / [B, samples, 1] or spectrogram frames [B, F, T] (mel bins, or "
+                         "any width a 1-D conv reads) reaching a conv; STFT/DFT ops; a wide Conv1D filterbank over "
+                         "one channel")
+    cells = _recurrent_cells(index, text.streams)
+    card.add(name="recurrent_cells", side="non_genai", weight=RECURRENT_SCORE,
+             evidence=[f"{n.op_type} '{n.name}'" for n in cells] + states if cells else [],
+             gist=f"{cells[0].op_type} cells over signal features" if cells else "",
+             description="LSTM / GRU / RNN cells, quantised ones (DynamicQuantizeLSTM) included, over signal "
+                         "features rather than token embeddings (speech, VAD, OCR, sequence models)")
+    card.add(name="dense_feature_input", side="non_genai", weight=DENSE_INPUT_SCORE,
+             evidence=found.dense if not text.embeddings else [],
+             gist=f"a {found.dense[0].split(' feeds ')[0]} read by a dense layer" if found.dense and not text.embeddings
+             else "",
+             description="float feature vector (an embedding, tabular features) whose first layer is Gemm/MatMul, "
+                         "possibly after a hand-written normalisation (MLP / head over embeddings)")
+    card.add(name="classical_ml", side="non_genai", weight=CLASSICAL_ML_SCORE,
+             evidence=[f"{ML_DOMAIN}::{n.op_type} '{n.name}'" for n in index.ml_nodes],
+             gist="ai.onnx.ml operators (a classical model)" if index.ml_nodes else "",
+             description="ai.onnx.ml operators (tree ensembles, linear/SVM classifiers)")
+    _cnn_signal(card, index)
+
+
+def _cnn_signal(card: Scorecard, index: _Index) -> None:
     convs = [n for op in CONV_OPS for n in index.by_op.get(op, ())]
-    cnn = []
+    evidence = []
     if len(convs) >= 2:
         bn = len(index.by_op.get("BatchNormalization", ()))
         pools = sum(len(index.by_op.get(op, ())) for op in ("MaxPool", "AveragePool", "GlobalAveragePool"))
-        cnn = [f"{len(convs)} conv layers, {bn} BatchNormalization, {pools} pooling of {len(index.nodes)} nodes"]
-        cnn += [f"{n.op_type} '{n.name}'" for n in convs]
-    add("cnn_structure", "non_genai", CNN_STRUCTURE_SCORE, cnn,
-        "a convolutional backbone (two or more conv layers)", value=len(convs), threshold=2)
+        evidence = [f"{len(convs)} conv layers, {bn} BatchNormalization, {pools} pooling of {len(index.nodes)} nodes"]
+        evidence += [f"{n.op_type} '{n.name}'" for n in convs]
+    card.add(name="cnn_structure", side="non_genai", weight=CNN_MAX_SCORE, evidence=evidence,
+             score=_cnn_score(len(convs)), value=len(convs), threshold=2,
+             gist=f"a backbone of {len(convs)} conv layers" if evidence else "",
+             description="a convolutional backbone: +4 for two conv layers, +0.5 per further layer, up to +10")
 
+
+def _context_signals(card: Scorecard, index: _Index, flow: list[str]) -> None:
     attention = [f"{n.domain + '::' if n.domain else ''}{n.op_type} '{n.name}'"
                  for op in ("Attention", "MultiHeadAttention", "GroupQueryAttention", "Softmax")
                  for n in index.by_op.get(op, ())]
-    add("attention_ops", "neutral", 0.0, attention,
-        "attention present (context only: encoders and decoders both attend)")
+    card.add(name="attention_ops", side="neutral", weight=0.0, evidence=attention,
+             description="attention present (context only: encoders and decoders both attend)")
     qdq = [f"{len(index.by_op.get('QuantizeLinear', ()))} QuantizeLinear / "
            f"{len(index.by_op.get('DequantizeLinear', ()))} DequantizeLinear nodes (activations quantized)"] \
-        if quantizes_activations else []
-    add("qdq_quantization", "neutral", 0.0, qdq, "QDQ activation quantization (context: prepared for HTP)")
-    flow = flow_notes or [f"{n.op_type} '{n.name}' holds {n.subgraphs} subgraph(s)" for n in top_level_flow]
-    add("control_flow", "neutral", 0.0, flow,
-        "control-flow nodes; their subgraph bodies are analysed together with the top-level graph")
-
-    genai = sum(s.score for s in signals if s.side == "genai")
-    non_genai = sum(s.score for s in signals if s.side == "non_genai")
-    verdict = decide(genai, non_genai, MIN_DECISION_SCORE)
-    return Classification(verdict, genai, non_genai, None, signals,
-                          _summary(verdict, genai, non_genai, signals))
+        if index.by_op.get("QuantizeLinear") else []
+    card.add(name="qdq_quantization", side="neutral", weight=0.0, evidence=qdq,
+             description="QDQ activation quantization (context: prepared for HTP)")
+    card.add(name="control_flow", side="neutral", weight=0.0, evidence=flow,
+             description="control-flow nodes; their subgraph bodies are analysed together with the top-level graph")
 
 
 def _summary(verdict: str, genai: float, non_genai: float, signals: list[Signal]) -> str:
@@ -675,6 +1007,22 @@ def _summary(verdict: str, genai: float, non_genai: float, signals: list[Signal]
         return f"GenAI: an autoregressive decoder; {text}."
     if verdict == NON_GENAI:
         return f"NonGenAI: {text}."
-    if genai >= MIN_DECISION_SCORE and genai == non_genai:
+    if genai:
         return f"Unknown: contradictory structure, {text}."
-    return f"Unknown: too little structural evidence, {text}."
+    return f"Unknown: no structural evidence, {text}."
+
+
+def _explain(verdict: str, margin: float, confidence: str, signals: list[Signal]) -> str:
+    """One sentence naming the decisive evidence: the strongest one or two fired signals of the
+    winning side (both sides when they tie)."""
+    def gists(sides: tuple[str, ...], limit: int = 2) -> list[str]:
+        fired = sorted((s for s in signals if s.side in sides and s.score > 0), key=lambda s: -s.score)
+        return [s.gist or s.name.replace("_", " ") for s in fired[:limit]]
+
+    if verdict == UNKNOWN:
+        genai, non_genai = gists(("genai",), 1), gists(("non_genai",), 1)
+        if not genai and not non_genai:
+            return "Unknown: no structural evidence either way (no tokens, image, audio, features or decoder structure)."
+        return f"Unknown: the evidence ties, {genai[0]} against {non_genai[0]}."
+    side = "genai" if verdict == GENAI else "non_genai"
+    return f"{verdict} ({confidence}, margin {margin:g}): {'; also '.join(gists((side,)))}."

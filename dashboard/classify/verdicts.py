@@ -49,6 +49,38 @@ class Signal:
     score: float = 0.0
     reached: bool = True
     description: str = ""
+    gist: str = ""  # refined only: a phrase naming the decisive evidence, for the one-sentence explanation
+
+
+SIDES = ("genai", "non_genai", "neutral")
+
+
+class Scorecard:
+    """The one place both classifiers create and score their signals, by keyword: a signal fires
+    when it has evidence (unless ``fired`` says otherwise) and scores its ``weight`` once fired and
+    reached (unless ``score`` says otherwise, like the EP's per-hit scores). Totals are sums of
+    the scores on each side, so a report and its verdict can never disagree."""
+
+    def __init__(self) -> None:
+        self.signals: list[Signal] = []
+
+    def add(self, *, name: str, side: str, weight: float, evidence: list[str], description: str,
+            fired: bool | None = None, value: float | int | str | None = None,
+            threshold: float | int | str | None = None, score: float | None = None, reached: bool = True,
+            gist: str = "") -> Signal:
+        if side not in SIDES:
+            raise ValueError(f"unknown side {side!r}")
+        fired = bool(evidence) if fired is None else fired
+        if score is None:
+            score = weight if fired and reached and side != "neutral" else 0.0
+        signal = Signal(name=name, side=side, weight=weight, fired=fired, value=value, threshold=threshold,
+                        evidence=capped(evidence), score=score, reached=reached, description=description,
+                        gist=gist if fired else "")
+        self.signals.append(signal)
+        return signal
+
+    def total(self, side: str) -> float:
+        return sum(s.score for s in self.signals if s.side == side)
 
 
 @dataclass
@@ -59,6 +91,13 @@ class Classification:
     early_exit: str | None
     signals: list[Signal]
     summary: str = ""
+    # Refined only (None / empty for the EP rules, which have no notion of them): the winning
+    # side's lead, whether it clears the confidence bar, and one sentence naming the decisive
+    # evidence.
+    margin: float | None = None
+    confidence: str | None = None
+    explanation: str = ""
+    decision_rule: str = "a verdict needs >= 10 and strictly more"
 
     @property
     def backend(self) -> str:
@@ -83,8 +122,8 @@ def _decisive(result: Classification, limit: int = 2) -> str:
     reasons = "; ".join(f"{s.name} +{s.score:g} ({_measure(s)}{_short(s.evidence[0]) if s.evidence else s.value})"
                         for s in fired[:limit])
     if result.verdict == UNKNOWN:
-        return (f"neither side wins (GenAI {result.genai_score:g} vs NonGenAI {result.non_genai_score:g}, a verdict "
-                f"needs >= 10 and strictly more): {reasons}")
+        return (f"neither side wins (GenAI {result.genai_score:g} vs NonGenAI {result.non_genai_score:g}, "
+                f"{result.decision_rule}): {reasons}")
     return reasons
 
 

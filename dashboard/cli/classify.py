@@ -53,6 +53,8 @@ def _table(title: str, result: dict) -> list[str]:
              f"  (GenAI {result['genai_score']:g}, NonGenAI {result['non_genai_score']:g})"]
     if result.get("early_exit"):
         lines.append(f"  early exit: {result['early_exit']}")
+    if result.get("margin") is not None:
+        lines.append(f"  why: {result['explanation']}")
     lines.append(f"  {'signal':<28} {'side':<10} {'weight':>6} {'fired':<5} {'score':>5}  value / threshold")
     for sig in result["signals"]:
         mark = "yes" if sig["fired"] else "no"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from dashboard.classify.refined import CONFIDENT_MARGIN
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
 from dashboard.errors import UserError
 from dashboard.views import state
@@ -14,8 +15,9 @@ from dashboard.views.safe import md, plain, short
 CLASSIFIERS = (
     ("EP rules", "The classifier proposed for the QNN EP (`backend_type=auto`, qnn_model_classifier.cc), "
                  "re-implemented exactly: same op tables, name hints, weights, thresholds and early exits."),
-    ("Refined", "This project's classifier: structural evidence for autoregressive decoders versus encoders, "
-                "vision, audio and tabular models; agrees with the EP rules where they are right."),
+    ("Refined", "This project's classifier: structural evidence for autoregressive decoders (KV caches, causal "
+                "masks, step states, greedy loops, target tokens) versus encoders, vision, audio and tabular "
+                "models; agrees with the EP rules where they are right."),
 )
 VERDICT_STYLE = {GENAI: ("violet", "auto_awesome"), NON_GENAI: ("blue", "image"), UNKNOWN: ("gray", "help")}
 BACKEND_STYLE = {"gpu": ("orange", "GPU"), "htp": ("green", "HTP (NPU)")}
@@ -159,13 +161,28 @@ def _verdict_card(title: str, blurb: str, result: Classification) -> None:
         st.subheader(title, anchor=False)
         st.caption(blurb)
         st.markdown(_badges(result))
-        genai, non_genai = st.columns(2)
-        genai.metric("GenAI score", f"{result.genai_score:g}")
-        non_genai.metric("NonGenAI score", f"{result.non_genai_score:g}")
+        columns = st.columns(3 if result.margin is not None else 2)
+        columns[0].metric("GenAI score", f"{result.genai_score:g}")
+        columns[1].metric("NonGenAI score", f"{result.non_genai_score:g}")
+        if result.margin is not None:
+            columns[2].metric("Margin", f"{result.margin:g}", result.confidence, delta_color="off", delta_arrow="off",
+                              help=f"The winning side's lead; below {CONFIDENT_MARGIN:g} the verdict is uncertain.")
+            _confidence(result)
         if result.early_exit:
             st.info(f"**Early exit:** {md(result.early_exit, 300)}", icon=":material/bolt:")
         if result.summary:
             st.caption(md(result.summary, 400))
+
+
+def _confidence(result: Classification) -> None:
+    """The refined verdict with its decisive evidence in one sentence; below the confidence bar the
+    page says the verdict is uncertain, so a thin lead is not read as proof."""
+    if result.verdict != UNKNOWN and result.confidence == "uncertain":
+        st.warning(f"**Uncertain:** {result.verdict} leads by only {result.margin:g}; a confident verdict needs a "
+                   f"lead of {CONFIDENT_MARGIN:g}. Check the signals below before relying on the backend.",
+                   icon=":material/help:")
+    if result.explanation:
+        st.markdown(f":material/lightbulb: {md(result.explanation, 500)}")
 
 
 def _signal_table(result: Classification) -> None:

@@ -1,0 +1,183 @@
+"""The refined classifier on real models (``tests/real_zoo.py``): pretrained models shipped in
+packages and real architectures exported here. Every model's verdict comes from the one table;
+every rule added for issue 11 is checked on at least two models of its family, with negative
+cases (CTC recognisers, encoders, same-shaped image in/out, VAD states) that must not fire it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from dashboard.classify.refined import CONFIDENT_MARGIN, classify_refined
+from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, backend_for
+from dashboard.intake.reader import load_model
+from tests.real_zoo import DATA, NO_EVIDENCE, REAL_ZOO
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+LOOP_SIGNALS = ("causal_mask", "step_decoder", "greedy_feedback", "seq2seq_decoder")
+BY_FILE = {m.path.name: m for m in REAL_ZOO}
+
+
+@lru_cache(maxsize=None)
+def refined(file: str) -> Classification:
+    return classify_refined(load_model(BY_FILE[file].path))
+
+
+def fired(result: Classification, name: str) -> list[str]:
+    signal = next(s for s in result.signals if s.name == name)
+    return signal.evidence if signal.fired and signal.score > 0 else []
+
+
+@pytest.mark.parametrize("file", sorted(BY_FILE))
+def test_real_model_verdict_and_backend(file):
+    entry, result = BY_FILE[file], refined(file)
+    assert result.verdict == entry.expected, result.explanation
+    assert result.backend == backend_for(entry.expected)
+    assert result.explanation.startswith(f"{result.verdict}") and result.explanation.count(". ") == 0
+
+
+def test_every_committed_model_is_in_the_table():
+    committed = {p.name for folder in ("real", "exports") for p in (DATA / folder).glob("*.onnx")}
+    assert committed == set(BY_FILE)
+
+
+def test_unknown_is_reserved_for_models_without_evidence():
+    """At most one Unknown per 20 real models; here none outside the single-op controls."""
+    unknown = [m.path.name for m in REAL_ZOO if refined(m.path.name).verdict == UNKNOWN]
+    assert unknown == [m.path.name for m in REAL_ZOO if m.family == NO_EVIDENCE]
+    for name in unknown:
+        assert refined(name).genai_score == refined(name).non_genai_score == 0.0
+
+
+@pytest.mark.parametrize("file", sorted(f for f, m in BY_FILE.items() if m.expected == GENAI))
+def test_genai_without_a_kv_cache_shows_the_autoregressive_loop(file):
+    result = refined(file)
+    if not fired(result, "kv_cache_pairs"):
+        assert any(fired(result, name) for name in LOOP_SIGNALS), result.explanation
+
+
+# one rule, two or more models of its family ------------------------------------------------------
+
+@pytest.mark.parametrize("signal, files, text", [
+    ("step_decoder", ["romanizer_ar_decoder.onnx", "romanizer_fa_decoder.onnx", "torch_gru_step_decoder.onnx",
+                      "torch_lstm_attention_step_decoder.onnx"], "is carried to output"),
+    ("greedy_feedback", ["torch_greedy_gru_translator.onnx", "torch_greedy_captioner.onnx"],
+     "picks a token that indexes"),
+    ("seq2seq_decoder", ["torch_gru_seq2seq.onnx", "torch_transformer_seq2seq.onnx", "hf_whisper_decoder.onnx",
+                         "hf_t5_decoder.onnx", "hf_marian_decoder.onnx"], "target tokens"),
+    ("causal_mask", ["hf_gpt2_no_cache.onnx", "hf_llama_no_cache.onnx"], "compares positions"),
+    ("image_input", ["rapidocr_ppocrv4_det.onnx", "rapidocr_ppocrv4_rec.onnx", "torch_yolo_dynamic_hw.onnx",
+                     "hf_segformer.onnx"], "feeds conv stem"),  # symbolic height and width, weights as Constants
+    ("image_input", ["torch_resnet18_dynamic_int8.onnx", "ddddocr_common_old.onnx"], "ConvInteger"),
+    ("image_input", ["torch_resnet18_nhwc.onnx"], "(NHWC)"),
+    ("audio_input", ["torch_m5_waveform.onnx", "hf_wav2vec2_ctc.onnx", "silero_vad.onnx"], "waveform input"),
+    ("audio_input", ["torch_linear_spectrogram_lstm.onnx"], "257 features per frame"),
+    ("audio_input", ["torch_stft_classifier.onnx"], "STFT"),
+    ("recurrent_cells", ["ddddocr_common_old.onnx", "torch_lstm_kws_dynamic_int8.onnx",
+                         "torch_lstm_tagger_dynamic_int8.onnx"], "DynamicQuantizeLSTM"),
+    ("dense_feature_input", ["torch_embedding_layernorm_head.onnx", "torch_embedding_if_head.onnx"],
+     "(dense layer)"),
+])
+def test_rule_fires_on_its_family(signal, files, text):
+    for file in files:
+        evidence = fired(refined(file), signal)
+        assert any(text in item for item in evidence), (file, evidence)
+
+
+@pytest.mark.parametrize("file", ["torch_resnet18_symbolic.onnx", "ddddocr_common_det.onnx",
+                                  "rapidocr_ppocr_mobile_cls.onnx"])
+def test_a_deep_cnn_is_decisive_on_its_own(file):
+    cnn = next(s for s in refined(file).signals if s.name == "cnn_structure")
+    assert cnn.value >= 14 and cnn.score == 10.0
+
+
+@pytest.mark.parametrize("file", ["captcha_crnn.onnx", "ddddocr_common.onnx", "rapidocr_ppocrv4_rec.onnx",
+                                  "hf_wav2vec2_ctc.onnx", "torch_crnn_ctc.onnx", "torch_crnn_gru_ctc.onnx",
+                                  "torch_conv_ctc_asr.onnx"])
+def test_ctc_recognisers_are_not_lm_heads(file):
+    """A softmax over a large alphabet at every time step, with no feedback and no token input."""
+    result = refined(file)
+    assert result.verdict == NON_GENAI and result.confidence == "confident"
+    assert not any(fired(result, name) for name in (*LOOP_SIGNALS, "vocab_logits", "kv_cache_pairs"))
+
+
+@pytest.mark.parametrize("file", ["romanizer_ar_encoder.onnx", "romanizer_fa_encoder.onnx", "hf_bert_encoder.onnx",
+                                  "hf_t5_encoder.onnx", "hf_marian_encoder.onnx"])
+def test_text_encoders_stay_non_genai(file):
+    result = refined(file)
+    assert fired(result, "text_encoder") and not any(fired(result, name) for name in LOOP_SIGNALS)
+    assert result.margin >= CONFIDENT_MARGIN
+
+
+@pytest.mark.parametrize("file", ["torch_unet_same_shape.onnx", "silero_vad.onnx", "silero_vad_16k_sequence.onnx",
+                                  "faster_whisper_silero_vad_v6.onnx", "torch_linear_spectrogram_lstm.onnx"])
+def test_a_state_or_same_shaped_output_without_tokens_is_no_decoder(file):
+    """Same-shaped image in/out (U-Net), a VAD's carried LSTM state, an enhanced spectrogram: none
+    is a KV cache or a step decoder."""
+    result = refined(file)
+    assert result.verdict == NON_GENAI
+    assert not fired(result, "kv_cache_pairs") and not fired(result, "step_decoder")
+
+
+def test_explanation_names_the_step_decoder_evidence():
+    assert refined("romanizer_ar_decoder.onnx").explanation.startswith(
+        "GenAI (confident, margin 28): a token input 'prefix' plus a hidden state in and out ('hidden' -> "
+        "'hidden_out'), and a vocabulary-sized output (160): a step decoder")
+
+
+# the same rules on hand-built graphs (second models of a family, negatives) ------------------------
+
+def _classify(tmp_path, nodes, inputs, outputs, inits, name):
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return classify_refined(load_model(path))
+
+
+def _weight(name, *shape):
+    return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+
+
+def test_one_channel_waveform_first_and_mfcc_frames(tmp_path):
+    conv = helper.make_node("Conv", ["audio", "w"], ["y"], name="front", strides=[4])
+    wave = _classify(tmp_path, [conv], [helper.make_tensor_value_info("audio", F, ["b", 1, "samples"])],
+                     [helper.make_tensor_value_info("y", F, None)], [_weight("w", 16, 1, 40)], "wave")
+    assert any("(one channel)" in e for e in fired(wave, "audio_input"))
+    mfcc = _classify(tmp_path, [helper.make_node("Conv", ["mfcc", "w"], ["y"], name="c1")],
+                     [helper.make_tensor_value_info("mfcc", F, ["b", 20, "frames"])],
+                     [helper.make_tensor_value_info("y", F, None)], [_weight("w", 32, 20, 3)], "mfcc")
+    assert any("20 features per frame" in e for e in fired(mfcc, "audio_input")) and mfcc.verdict == NON_GENAI
+
+
+def test_wide_single_channel_conv_is_an_in_graph_filterbank(tmp_path):
+    nodes = [helper.make_node("Unsqueeze", ["pcm", "axis"], ["x"], name="unsq"),
+             helper.make_node("Conv", ["x", "w"], ["y"], name="stft_as_conv", strides=[160])]
+    result = _classify(tmp_path, nodes, [helper.make_tensor_value_info("pcm", F, ["b", "n"])],
+                       [helper.make_tensor_value_info("y", F, None)],
+                       [_weight("w", 257, 1, 512), numpy_helper.from_array(np.array([1], np.int64), "axis")], "fb")
+    assert any("1-D filterbank over one channel" in e for e in fired(result, "audio_input"))
+
+
+def test_argmax_into_a_label_table_is_no_greedy_loop(tmp_path):
+    """A classifier that maps its ArgMax to label ids (a 1-D table) does not generate."""
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["scores"], name="fc"),
+             helper.make_node("ArgMax", ["scores"], ["best"], name="argmax", axis=1),
+             helper.make_node("Gather", ["labels", "best"], ["label"], name="lookup")]
+    inits = [_weight("w", 64, 10), numpy_helper.from_array(np.arange(10, dtype=np.int64), "labels")]
+    result = _classify(tmp_path, nodes, [helper.make_tensor_value_info("x", F, ["b", 64])],
+                       [helper.make_tensor_value_info("label", I64, ["b"])], inits, "labels")
+    assert not fired(result, "greedy_feedback") and result.verdict == NON_GENAI
+
+
+def test_two_conv_model_alone_is_uncertain(tmp_path):
+    nodes = [helper.make_node("Conv", ["feat", "w1"], ["a"], name="c1"),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="c2")]
+    result = _classify(tmp_path, nodes, [helper.make_tensor_value_info("feat", F, ["b", 16, 8, 8])],
+                       [helper.make_tensor_value_info("y", F, None)], [_weight("w1", 8, 16, 3, 3),
+                                                                       _weight("w2", 8, 8, 3, 3)], "two_conv")
+    assert (result.verdict, result.margin, result.confidence) == (NON_GENAI, 4.0, "uncertain")
+    assert result.explanation == "NonGenAI (uncertain, margin 4): a backbone of 2 conv layers."
