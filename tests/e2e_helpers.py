@@ -19,9 +19,8 @@ system's ``/usr/bin/chromium`` driven through Playwright's client (no browser do
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 import socket
 import subprocess
 import sys

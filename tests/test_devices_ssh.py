@@ -22,6 +22,7 @@ import pytest
 from dashboard.errors import UserError
 from dashboard.intake.reader import file_digest
 from dashboard.intake.samples import build_cnn_classifier
+from dashboard.messages import Upload
 from dashboard.runtime.client import PROJECT_ROOT
 from dashboard.runtime.devices import Device
 from dashboard.timeline.model import TimelineOptions
@@ -108,11 +109,11 @@ def test_timeline_over_ssh_uploads_the_model_and_migrates(sshd, tmp_path):
     uploads = []
     options = TimelineOptions(strategies=["migrate"], fp16=True, soc="sc8380xp", requests=90, rate=30.0)
     result = run_on_device(ssh_device(sshd), str(model), options, timeout=300,
-                           on_event=lambda e: uploads.append(e) if e.get("type") == "upload" else None)
+                           on_event=lambda e: uploads.append(e) if isinstance(e, Upload) else None)
     stored = sshd["root"] / "remote_models" / digest / model.name
     assert result.device["model_path"] == str(stored)
     assert stored.read_bytes() == model.read_bytes()  # the bytes went over the protocol
-    assert uploads and uploads[-1]["sent"] == uploads[-1]["total"] == model.stat().st_size
+    assert uploads and uploads[-1].sent == uploads[-1].total == model.stat().st_size
     run = result.strategies["migrate"]
     assert any(e.kind == "swap" for e in run.events)
     assert run.metrics["failed"] == 0 and run.metrics["lost"] == 0
@@ -120,7 +121,7 @@ def test_timeline_over_ssh_uploads_the_model_and_migrates(sshd, tmp_path):
 
     uploads.clear()  # a second run finds the model on the device by digest
     again = run_on_device(ssh_device(sshd), str(model), TimelineOptions(strategies=["fast"], requests=3), timeout=300,
-                          on_event=lambda e: uploads.append(e) if e.get("type") == "upload" else None)
+                          on_event=lambda e: uploads.append(e) if isinstance(e, Upload) else None)
     assert not uploads and again.strategies["fast"].metrics["failed"] == 0
 
 

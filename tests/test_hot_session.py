@@ -9,7 +9,7 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
-from dashboard.runtime.qnn import SessionConfig
+from dashboard.runtime.config import SessionConfig
 from dashboard.timeline.api import HotMigrationSession, auto_session
 
 CNN = str(sample_path("cnn_classifier.onnx"))

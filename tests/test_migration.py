@@ -15,6 +15,7 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import build_cnn_classifier, sample_path
+from dashboard.messages import TimelineArgs, TimelineEvent, TimelineRequest
 from dashboard.runtime.client import WorkerClient, WorkerCrashed
 from dashboard.runtime.devices import Device
 from dashboard.timeline.model import TimelineOptions, TimelineRun
@@ -87,9 +88,9 @@ def test_migration_swaps_to_htp_without_losing_or_repeating_a_request(stores, sm
     assert run.outputs["agree"] is True
 
     # The live stream carried exactly what the final result holds.
-    live_requests = [e for e in streamed if e.get("type") == "request"]
-    live_events = [e for e in streamed if e.get("type") == "event"]
-    assert sorted(e["id"] for e in live_requests) == sorted(r.id for r in run.requests)
+    live_requests = [e for e in streamed if isinstance(e, TimelineRequest) and e.strategy == "migrate"]
+    live_events = [e for e in streamed if isinstance(e, TimelineEvent) and e.strategy == "migrate"]
+    assert sorted(e.request.id for e in live_requests) == sorted(r.id for r in run.requests)
     assert len(live_events) == len(run.events)
 
 
@@ -169,12 +170,12 @@ def test_shared_memory_reports_why_it_is_unavailable(stores, small_cnn):
 def test_worker_killed_mid_run_is_a_clear_error_and_the_caller_lives_on(stores, small_cnn):
     options = TimelineOptions(strategies=["migrate"], **FP16, **WORKLOAD)
     with WorkerClient() as worker:
-        def kill_on_first_request(message: dict) -> None:
-            if message.get("type") == "request":
+        def kill_on_first_request(message) -> None:
+            if isinstance(message, TimelineRequest):
                 os.killpg(worker.pid, signal.SIGKILL)
 
         with pytest.raises(WorkerCrashed, match=r"died during 'timeline' \(killed by SIGKILL\)"):
-            worker.call("timeline", {"model": small_cnn, "options": options.to_json()},
+            worker.call("timeline", TimelineArgs(small_cnn, options),
                         on_event=kill_on_first_request, timeout=300)
     after = timeline(small_cnn, strategies=["fast"], requests=3, rate=40.0)  # a new worker serves
     assert after.strategies["fast"].metrics["failed"] == 0

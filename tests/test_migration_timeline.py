@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from dashboard.errors import UserError
-from dashboard.timeline.model import (Event, LiveRun, Phase, Request, StrategyRun, TimelineOptions, TimelineRun,
-                                      compute_metrics, percentile, phases, requests_csv, strategy_table)
+from dashboard.messages import event_from_json
+from dashboard.timeline.model import (Event, Phase, Request, StrategyRun, TimelineOptions, TimelineRun, compute_metrics,
+                                      percentile, phases, requests_csv, strategy_table)
+from dashboard.timeline.remote import LiveRun
 
 # A migration as the runner records it: CPU serves from 10 ms, the HTP session is created
 # (finalize measured by QNN in its last 50 ms), warmed, swapped in at 350 ms; one CPU request is
@@ -96,10 +98,12 @@ def test_json_round_trip_and_csv():
 
 def test_live_run_grows_with_the_stream():
     live = LiveRun(TimelineOptions(strategies=["fast", "migrate"], requests=2))
-    live.feed({"type": "strategy_start", "strategy": "fast", "backends": {"fast": "cpu"}})
-    live.feed({"type": "event", "strategy": "fast", "t": 0.0, "kind": "serve_start", "backend": "cpu", "detail": None})
-    live.feed({"type": "request", "strategy": "fast", "id": 0, "arrival": 0.0, "start": 0.0, "end": 0.001,
-               "backend": "cpu", "ok": True, "error": None})
+    stream = [{"type": "strategy_start", "strategy": "fast", "backends": {"fast": "cpu"}},
+              {"type": "event", "strategy": "fast", "event": {"t": 0.0, "kind": "serve_start", "backend": "cpu"}},
+              {"type": "request", "strategy": "fast", "request": {"id": 0, "arrival": 0.0, "start": 0.0, "end": 0.001,
+                                                                  "backend": "cpu", "ok": True}}]
+    for message in stream:  # as the worker's progress lines arrive
+        live.feed(event_from_json(message))
     assert live.fraction == 0.25 and live.strategies["fast"].requests[0].latency == pytest.approx(0.001)
     assert "serve start" in live.status
 
@@ -123,7 +127,7 @@ def test_fp16_gets_the_default_soc_as_on_the_partitions_page():
 
 
 def test_unknown_option_over_the_protocol_is_refused():
-    with pytest.raises(UserError, match="unknown timeline option"):
+    with pytest.raises(UserError, match="unknown field.*'turbo'"):
         TimelineOptions.from_json({"requests": 3, "turbo": True})
 
 

@@ -11,8 +11,10 @@ import partition_models as pm
 import pytest
 
 from dashboard.intake.samples import sample_path
+from dashboard.messages import PartitionArgs
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.runtime.client import WorkerClient
+from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, resolve_soc
 
 TOKEN = re.compile(r"_token_\d+$")
@@ -30,10 +32,9 @@ def worker():
 
 
 def run_worker(worker, path, dims=None, fp16=False, backends=("htp", "gpu"), level="all") -> dict:
-    soc = DEFAULT_SOC if fp16 else None
-    config = {"backend": "htp", "dims": dims or {}, "fp16": fp16, "soc": soc, "provider_options": {},
-              "session_config": {}, "optimization_level": level, "intra_op_threads": 0}
-    return worker.call("partition", {"path": str(path), "config": config, "backends": list(backends)}, timeout=600)
+    """The worker's ``partition`` result as its JSON (the contract the dashboard reads)."""
+    config = SessionConfig(dims=dims or {}, fp16=fp16, soc=DEFAULT_SOC if fp16 else None, optimization_level=level)
+    return worker.call("partition", PartitionArgs(str(path), config, list(backends)), timeout=600).to_json()
 
 
 def test_rejected_nodes_carry_the_eps_reasons_and_model_names(worker, tmp_path):
@@ -133,13 +134,13 @@ def test_default_dims_and_overrides_reach_the_plan_bytes(tmp_path):
     default = analyze(path, PartitionOptions(backends=("htp", "gpu")), timeout=600)
     assert default.dims == {"batch": 1}
     assert all(v.supported for v in default.backends["htp"].nodes.values())
-    seg = default.plans["intersection"]["segments"]
-    assert [s["backend"] for s in seg] == ["migrating"]
-    assert {r["name"]: r["bytes"] for r in seg[0]["inputs"]} == {"x": 1 * 16 * 4}
+    seg = default.plans["intersection"].segments
+    assert [s.backend for s in seg] == ["migrating"]
+    assert {r.name: r.bytes for r in seg[0].inputs} == {"x": 1 * 16 * 4}
     four = analyze(path, PartitionOptions(backends=("htp", "gpu"), dims={"batch": 4}), timeout=600)
-    seg = four.plans["intersection"]["segments"][0]
-    assert {r["name"]: r["bytes"] for r in seg["inputs"]} == {"x": 4 * 16 * 4}
-    assert {r["name"]: r["bytes"] for r in seg["outputs"]} == {"y": 4 * 8 * 4}
+    seg = four.plans["intersection"].segments[0]
+    assert {r.name: r.bytes for r in seg.inputs} == {"x": 4 * 16 * 4}
+    assert {r.name: r.bytes for r in seg.outputs} == {"y": 4 * 8 * 4}
 
 
 def test_unnamed_dynamic_dimension_gets_a_status_and_a_suggestion(tmp_path):

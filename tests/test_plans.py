@@ -58,7 +58,7 @@ def test_segmented_plan_keeps_gpu_only_nodes_in_their_own_segment():
     plan = build_plan(SEGMENTED, graph, classes)
     assert [(s.backend, s.nodes) for s in plan.segments] == [
         ("migrating", ["a"]), ("gpu", ["b"]), ("migrating", ["c"]), ("cpu", ["d"]), ("migrating", ["e"])]
-    assert plan.counts() == {"migrating": 3, "gpu": 1, "cpu": 1}
+    assert plan.segments_by_backend == {"migrating": 3, "gpu": 1, "cpu": 1}
     assert refs(plan.segments[0].outputs) == [("t1", 16, ["1", "3"])]
     assert refs(plan.segments[4].inputs) == [("t3", 32, ["2"]), ("t6", 8, ["3"])]
     assert all("r" not in s.nodes for s in plan.segments)  # removed nodes run nowhere

@@ -10,7 +10,8 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.runtime import qnn as runtime
-from dashboard.runtime.qnn import SessionConfig, create_session, optimized_model, probe_backend
+from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.qnn import create_session, optimized_model, probe_backend
 
 RECORD = {"session.record_ep_graph_assignment_info": "1"}
 

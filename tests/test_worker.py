@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from dashboard.intake.reader import file_digest
+from dashboard.messages import PROTOCOL_VERSION, ModelChunk, ProbeArgs, Probing
 from dashboard.runtime.client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError, WorkerTimeout,
                                       local_worker_argv)
 
@@ -26,22 +27,22 @@ def store(tmp_path, monkeypatch):
 def test_hello_reports_runtime_versions():
     with WorkerClient() as worker:
         info = worker.call("hello")
-    assert info["protocol"] == 1
-    assert info["onnxruntime_qnn"] == "2.7.0"
-    assert info["qnn_sdk"].startswith("2.")
+    assert info.protocol == PROTOCOL_VERSION == worker.hello.protocol
+    assert info.onnxruntime_qnn == "2.7.0"
+    assert info.qnn_sdk.startswith("2.")
 
 
 def test_probe_tells_which_backends_initialize_here():
     events = []
     with WorkerClient() as worker:
-        result = worker.call("probe", {"backends": ["htp", "gpu"]}, on_event=events.append)
-    assert [e["backend"] for e in events] == ["htp", "gpu"]
-    assert result["backends"]["htp"]["ok"] is True
-    if result["arch"] == "x86_64":  # the Linux x86_64 wheel has the HTP simulator but no Adreno
-        assert result["backends"]["gpu"]["ok"] is False
-        assert "QNN_BACKEND_ERROR_CANNOT_INITIALIZE" in result["backends"]["gpu"]["error"]
-        assert result["shared_memory"]["ok"] is False
-        assert "rpcmem" in result["shared_memory"]["reason"]
+        result = worker.call("probe", ProbeArgs(["htp", "gpu"]), on_event=events.append)
+    assert events == [Probing("htp"), Probing("gpu")]
+    assert result.backends["htp"].ok is True
+    if result.arch == "x86_64":  # the Linux x86_64 wheel has the HTP simulator but no Adreno
+        assert result.backends["gpu"].ok is False
+        assert "QNN_BACKEND_ERROR_CANNOT_INITIALIZE" in result.backends["gpu"].error
+        assert result.shared_memory.ok is False
+        assert "rpcmem" in result.shared_memory.reason
 
 
 def test_native_crash_is_reported_with_its_signal_and_caller_survives():
@@ -51,7 +52,7 @@ def test_native_crash_is_reported_with_its_signal_and_caller_survives():
     with pytest.raises(WorkerError, match="not running"):
         worker.call("hello")
     with WorkerClient() as fresh:  # a new worker serves after the old one died
-        assert fresh.call("hello")["protocol"] == 1
+        assert fresh.call("hello").protocol == PROTOCOL_VERSION
 
 
 def test_worker_killed_from_outside_mid_call():
@@ -60,13 +61,14 @@ def test_worker_killed_from_outside_mid_call():
         timer.start()
         with pytest.raises(WorkerCrashed, match="SIGKILL"):
             # A probe of every backend takes longer than the timer.
-            worker.call("probe", {"backends": ["htp", "htp", "htp", "htp", "htp", "htp"]})
+            worker.call("probe", ProbeArgs(["htp"] * 6))
         timer.cancel()
 
 
 def test_timeout_stops_a_hung_worker():
     hang = [sys.executable, "-c",
-            "import json,sys,time; print(json.dumps({'hello': {}}), flush=True); sys.stdin.readline(); time.sleep(60)"]
+            "import json,sys,time; print(json.dumps({'hello': {'protocol': 2, 'pid': 1}}), flush=True); "
+            "sys.stdin.readline(); time.sleep(60)"]
     worker = WorkerClient(hang, label="test worker").start()
     pid = worker.pid
     with pytest.raises(WorkerTimeout, match="within 1 s"):
@@ -75,16 +77,20 @@ def test_timeout_stops_a_hung_worker():
         os.kill(pid, 0)
 
 
-def test_unknown_command_and_bad_request_keep_the_worker_alive():
-    with WorkerClient() as worker:
-        with pytest.raises(WorkerError, match="unknown worker command 'nope'"):
-            worker.call("nope")
-        assert worker.call("hello")["protocol"] == 1
-    proc = subprocess.run(local_worker_argv(), input="not json\n", capture_output=True, text=True,
+def test_unknown_command_and_bad_requests_keep_the_worker_alive():
+    requests = ["not json", json.dumps({"id": 1, "cmd": "nope"}), json.dumps({"id": 2, "cmd": "has_model"}),
+                json.dumps({"id": 3, "cmd": "has_model", "args": {"digest": "../../etc/ssh"}}),
+                json.dumps({"id": 4, "cmd": "hello", "args": {"extra": 1}}), json.dumps({"id": 5, "cmd": "hello"})]
+    proc = subprocess.run(local_worker_argv(), input="\n".join(requests) + "\n", capture_output=True, text=True,
                           cwd=PROJECT_ROOT, timeout=60)
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     assert replies[0].keys() == {"hello"}
     assert replies[1]["ok"] is False and replies[1]["error"].startswith("bad request")
+    assert replies[2]["ok"] is False and "unknown worker command 'nope'" in replies[2]["error"]
+    assert replies[3]["ok"] is False and "missing field 'digest'" in replies[3]["error"]
+    assert replies[4]["ok"] is False and "bad model digest" in replies[4]["error"]
+    assert replies[5]["ok"] is False and "unknown field(s) 'extra'" in replies[5]["error"]
+    assert replies[6]["ok"] is True and replies[6]["result"]["protocol"] == PROTOCOL_VERSION
 
 
 def test_native_stdout_noise_never_corrupts_the_protocol():
@@ -107,10 +113,9 @@ def test_model_upload_in_chunks_is_verified_and_kept_by_digest(tmp_path, store, 
     with WorkerClient(label="remote-like worker", remote=True) as worker:
         events = []
         path = worker.send_model(model, digest, on_event=events.append)
-        assert [e["sent"] for e in events] == [100_000, 200_000, 300_000]
+        assert [e.sent for e in events] == [100_000, 200_000, 300_000]
         assert open(path, "rb").read() == model.read_bytes()
         assert path.startswith(str(store))
         assert worker.send_model(model, digest) == path  # second time: found by digest, not re-sent
         with pytest.raises(WorkerError, match="corrupted"):
-            worker.call("put_model", {"digest": "0" * 32, "name": "x.onnx", "offset": 0,
-                                      "data": "AAAA", "final": True})
+            worker.call("put_model", ModelChunk("0" * 32, "x.onnx", 0, "AAAA", True))

@@ -23,11 +23,10 @@ import numpy as np
 import onnx
 from onnx import ModelProto, helper
 
-from dashboard.intake.samples import (
-    BOOL, F, I32, I64, MS, GraphBuilder, attention, build_audio_encoder, build_cnn_classifier,
-    build_llm_decoder, build_text_encoder, build_vit_classifier, classifier_head, conv, conv_bn_relu, dim,
-    encoder_block, gelu, layer_norm, linear, linear_4bit, merge_heads, padding_mask, scalar, split_heads,
-    text_embeddings)
+from dashboard.intake.samples import (BOOL, I32, I64, MS, F, GraphBuilder, attention, build_audio_encoder,
+                                      build_cnn_classifier, build_llm_decoder, build_text_encoder, build_vit_classifier,
+                                      classifier_head, conv, conv_bn_relu, dim, encoder_block, gelu, layer_norm, linear,
+                                      linear_4bit, merge_heads, padding_mask, scalar, split_heads, text_embeddings)
 
 GENAI, NON_GENAI, UNKNOWN = "GenAI", "NonGenAI", "Unknown"
 DATA_DIR = Path(__file__).resolve().parent / "data"

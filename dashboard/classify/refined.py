@@ -36,7 +36,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-
 from onnx import TensorProto
 
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Scorecard, Signal, decide

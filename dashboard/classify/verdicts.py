@@ -3,7 +3,10 @@ and the classifier page."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from dashboard.serde import Record
 
 GENAI, NON_GENAI, UNKNOWN = "GenAI", "NonGenAI", "Unknown"
 VERDICTS = (GENAI, NON_GENAI, UNKNOWN)
@@ -34,7 +37,7 @@ def capped(items: list[str], limit: int = EVIDENCE_LIMIT) -> list[str]:
 
 
 @dataclass
-class Signal:
+class Signal(Record):
     """One piece of evidence. ``side`` says which score it feeds (``genai`` / ``non_genai``, or
     ``neutral`` for refined signals that only explain); ``score`` is what it added. ``reached`` is
     False when an earlier early exit means the classifier never evaluated it (shown for context)."""
@@ -84,7 +87,9 @@ class Scorecard:
 
 
 @dataclass
-class Classification:
+class Classification(Record):
+    JSON_EXTRAS: ClassVar[tuple[str, ...]] = ("backend",)
+
     verdict: str
     genai_score: float
     non_genai_score: float
@@ -102,11 +107,6 @@ class Classification:
     @property
     def backend(self) -> str:
         return backend_for(self.verdict)
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["backend"] = self.backend
-        return out
 
 
 def _decisive(result: Classification, limit: int = 2) -> str:

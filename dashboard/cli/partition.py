@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dashboard.cli.common import add_runtime_options
 from dashboard.errors import UserError
+from dashboard.messages import ProgressEvent, Stage
 from dashboard.partition.analysis import PartitionOptions, analyze, parse_assignments
 from dashboard.partition.report import CLASS_LABELS, CLASSES, PartitionReport, op_type_table
 
@@ -45,10 +46,9 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     )
 
 
-def _progress(event: dict) -> None:
-    stage = event.get("stage")
-    if stage:
-        print(f"  [{event.get('progress', 0):4.0%}] {stage}", file=sys.stderr, flush=True)
+def _progress(event: ProgressEvent) -> None:
+    if isinstance(event, Stage):
+        print(f"  [{event.progress:4.0%}] {event.stage}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,10 +117,10 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
                 for row in rows[:limit]:
                     lines.append(f"  {row.op_type}: {row.count}, {row.htp_supported}, {row.gpu_supported}")
     for kind, plan in report.plans.items():
-        strip = " | ".join(f"{s['backend']}:{len(s['nodes'])}" for s in plan["segments"])
-        size = f"{plan['transfer_bytes']:,} B" + ("" if plan["bytes_complete"] else
-                                                 f" + {plan['unknown_tensors']} tensor(s) of unknown size")
-        lines.append(f"plan {kind}: {plan['segment_count']} segments, boundary copies {size}")
+        strip = " | ".join(f"{s.backend}:{len(s.nodes)}" for s in plan.segments)
+        size = f"{plan.transfer_bytes:,} B" + ("" if plan.bytes_complete else
+                                               f" + {plan.unknown_tensors} tensor(s) of unknown size")
+        lines.append(f"plan {kind}: {plan.segment_count} segments, boundary copies {size}")
         lines.append(f"  {strip}")
     for note in report.notes:
         lines.append(f"note: {note}")

@@ -11,11 +11,11 @@ import argparse
 import sys
 
 from dashboard.cli.common import add_runtime_options
+from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
-from dashboard.timeline.model import (DEFAULT_TIMEOUT, STRATEGY_TITLES, LiveRun, TimelineOptions, TimelineRun,
-                                      strategy_table)
-from dashboard.timeline.remote import run_on_device
+from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions, TimelineRun, strategy_table
+from dashboard.timeline.remote import LiveRun, run_on_device
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,14 +49,14 @@ class _Progress:
         self.live = live
         self.shown = ""
 
-    def __call__(self, message: dict) -> None:
+    def __call__(self, message: ProgressEvent) -> None:
         self.live.feed(message)
-        if message.get("type") == "strategy_end":
-            m = message["metrics"]
+        if isinstance(message, StrategyEnd):
+            m = message.metrics
             swap = f", swap at {m['swap_at_s']:.3f} s" if m.get("swap_at_s") is not None else ""
-            print(f"  {message['strategy']}: {m['expected'] - m['failed']}/{m['expected']} answered{swap}",
+            print(f"  {message.strategy}: {m['expected'] - m['failed']}/{m['expected']} answered{swap}",
                   file=sys.stderr)
-        elif self.live.status != self.shown and message.get("type") in ("status", "strategy_start", "upload"):
+        elif self.live.status != self.shown and isinstance(message, (Status, StrategyStart, Upload)):
             self.shown = self.live.status
             print(f"[{self.live.fraction:4.0%}] {self.shown}", file=sys.stderr)
 

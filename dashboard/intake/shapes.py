@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, dtype_bits, dtype_name
+from dashboard.serde import Record
 
 DEFAULT_BATCH = 1
 DEFAULT_SEQUENCE = 128
@@ -140,7 +141,7 @@ def resolve_dims(graph: ModelGraph, overrides: dict[str, int] | None) -> dict[st
 
 
 @dataclass(frozen=True)
-class TensorShape:
+class TensorShape(Record):
     """Inferred dtype and shape of one tensor after the dimension overrides."""
 
     dtype: str
@@ -168,13 +169,6 @@ class TensorShape:
             return f"{self.dtype}[?]"
         return f"{self.dtype}[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
 
-    def to_json(self) -> list:
-        return [self.dtype, None if self.shape is None else list(self.shape)]
-
-    @classmethod
-    def from_json(cls, data: list) -> "TensorShape":
-        dtype, shape = data
-        return cls(dtype, None if shape is None else tuple(shape))
 
 
 _BITS_BY_NAME = {dtype_name(code): dtype_bits(code) for code in range(1, 26)}

@@ -16,29 +16,32 @@ import hashlib
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.reader import load_model
-from dashboard.intake.shapes import TensorShape, check_dims, default_dims, resolve_dims, unnamed_dynamic_inputs
+from dashboard.intake.shapes import check_dims, default_dims, resolve_dims, unnamed_dynamic_inputs
+from dashboard.messages import PartitionArgs, PartitionResult, ProgressEvent, Stage
 from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
+from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
+from dashboard.serde import Record
 
 BACKENDS = ("htp", "gpu")
 DEFAULT_TIMEOUT = 900.0
-OPT_LEVELS = ("all", "extended", "basic", "disabled")
+OPT_LEVELS = ("all", "extended", "basic", "disabled")  # the order the page offers them
 
-Events = Callable[[dict], None]
+Events = Callable[[ProgressEvent], None]
 
 
 @dataclass
-class PartitionOptions:
+class PartitionOptions(Record):
     """The knobs that decide what QNN claims. ``dims`` are the user's overrides; every other
     symbolic dimension gets its default (``shapes.default_dims``)."""
 
@@ -59,15 +62,6 @@ class PartitionOptions:
         check_dims(self.dims)
         self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["backends"] = list(self.backends)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> "PartitionOptions":
-        return cls(**{**data, "backends": tuple(data.get("backends", BACKENDS))})
 
 
 def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
@@ -144,7 +138,7 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
         if cached is not None:
             cached.cached = True
             cached.elapsed_s = round(time.perf_counter() - started, 4)
-            emit({"kind": "stage", "stage": "answered from the cache", "progress": 1.0})
+            emit(Stage("answered from the cache", 1.0))
         return cached
 
     known = digest or cache.remembered_digest(path)
@@ -161,15 +155,14 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     except UserError:
         worker.close()
         raise
-    emit({"kind": "stage", "stage": "starting the runtime worker", "progress": 0.0})
+    emit(Stage("starting the runtime worker", 0.0))
     dims = resolve_dims(graph, options.dims)
     if device_reports or worker_argv is not None:
         known = known or cache.known_digest(path)  # to match device reports; a remote worker gets the model by digest
     devices = _device_backends(device_reports, known, graph) if device_reports else {}
     digest_thread = _Digest(path, known)
-    config = {"backend": "htp", "dims": dims, "fp16": options.fp16, "soc": options.soc,  # runtime.SessionConfig
-              "provider_options": options.provider_options, "session_config": {},
-              "optimization_level": options.optimization_level, "intra_op_threads": 0}
+    config = SessionConfig(backend="htp", dims=dims, fp16=options.fp16, soc=options.soc,
+                           provider_options=options.provider_options, optimization_level=options.optimization_level)
     result, crash = _run_worker(worker, path, known, config, options, timeout, emit)
     digest = digest_thread.get()
     notes = _notes(graph, options, dims)
@@ -178,20 +171,19 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
         if name not in backends or backends[name].status != MEASURED:
             backends[name] = report
             notes.append(f"{name.upper()} figures imported from {report.source}")
-    shapes = {name: TensorShape.from_json(s) for name, s in (result or {}).get("shapes", {}).items()}
+    shapes = result.shapes if result else {}
     order = [graph.nodes[i].name for i in graph.topo_order]
     classes = classify_nodes(order, backends.get("htp") or failed("htp", "not requested"),
                              backends.get("gpu") or failed("gpu", "not requested"))
     plans = {}
     if classes.note is None:
-        plans = {kind: plan.to_json() for kind, plan in build_plans(plan_graph(graph, shapes), classes.of()).items()}
+        plans = build_plans(plan_graph(graph, shapes), classes.of())
     if result:
         notes += _measurement_notes(result, options)
     report = PartitionReport(
         model=path, digest=digest, options=options.to_json(), backends=backends, classes=classes, plans=plans,
         node_order=order, op_types={n.name: n.qualified_op for n in graph.nodes},
-        shapes={name: s.to_json() for name, s in shapes.items()},
-        shape_source=(result or {}).get("shape_source", ""), dims=dims, notes=notes,
+        shapes=shapes, shape_source=result.shape_source if result else "", dims=dims, notes=notes,
         elapsed_s=round(time.perf_counter() - started, 3))
     if use_cache and crash is None:
         cache.write(cache.cache_key(digest, options, device_digests, " ".join(worker_argv or ["local"])), report)
@@ -223,14 +215,14 @@ def _notes(graph: ModelGraph, options: PartitionOptions, dims: dict[str, int]) -
     return notes
 
 
-def _measurement_notes(result: dict, options: PartitionOptions) -> list[str]:
+def _measurement_notes(result: PartitionResult, options: PartitionOptions) -> list[str]:
     notes = []
     if options.optimization_level != "disabled":
         notes.append(f"measured at optimization level '{options.optimization_level}': ONNX Runtime's level-1 "
-                     f"optimizations run before partitioning ({result.get('optimized_nodes')} nodes reach the EPs); "
+                     f"optimizations run before partitioning ({result.optimized_nodes} nodes reach the EPs); "
                      "nodes they fused inherit their verdict, nodes they folded are listed as removed")
-    if result.get("renamed_nodes"):
-        notes.append(f"{result['renamed_nodes']} unnamed or duplicate-named node(s) were given their stable names "
+    if result.renamed_nodes:
+        notes.append(f"{result.renamed_nodes} unnamed or duplicate-named node(s) were given their stable names "
                      "(<op_type>#<index>) in the copy the sessions analysed")
     return notes
 
@@ -260,30 +252,29 @@ class _Digest:
         return self.digest
 
 
-def _run_worker(worker, path: str, digest: str | None, config: dict,
-                options: PartitionOptions, timeout: float | None, emit: Events) -> tuple[dict | None, str | None]:
+def _run_worker(worker, path: str, digest: str | None, config: SessionConfig, options: PartitionOptions,
+                timeout: float | None, emit: Events) -> tuple[PartitionResult | None, str | None]:
     """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
     from dashboard.runtime.client import WorkerError
 
     try:
         with worker:
             remote_path = worker.send_model(path, digest or "", on_event=emit)
-            result = worker.call("partition", {"path": remote_path, "config": config,
-                                               "backends": list(options.backends)},
+            result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
                                  timeout=timeout, on_event=emit)
         return result, None
     except WorkerError as exc:
         return None, str(exc)
 
 
-def _backend_reports(result: dict | None, crash: str | None, options: PartitionOptions,
+def _backend_reports(result: PartitionResult | None, crash: str | None, options: PartitionOptions,
                      graph: ModelGraph) -> dict[str, BackendReport]:
     out = {}
     for backend in options.backends:
         if result is None:
             out[backend] = failed(backend, crash or "no result", suggestion_for(crash or "", options, graph))
             continue
-        report = BackendReport.from_json(result["backends"][backend], backend)
+        report = result.backends.get(backend) or failed(backend, "the worker did not measure it")
         if report.status == FAILED and report.error:
             report.suggestion = suggestion_for(report.error, options, graph)
         elif report.status in (MEASURED, PREDICTED):

@@ -17,13 +17,14 @@ import importlib.util
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from dashboard.errors import UserError
 from dashboard.intake.reader import file_digest
 from dashboard.partition.report import SCHEMA, PartitionReport
+from dashboard.serde import Record, SchemaError, loads
 
 if TYPE_CHECKING:
     from dashboard.partition.analysis import PartitionOptions
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 # The packages whose code decides a report: the analysis, the reader and shapes it builds on, and
 # the runtime that measures.
 CODE_PACKAGES = ("dashboard.partition", "dashboard.intake", "dashboard.runtime")
+T = TypeVar("T")
+D = TypeVar("D")
 DIGEST_INDEX_ENTRIES = 256
 
 
@@ -72,35 +75,37 @@ def cache_key(digest: str, options: PartitionOptions, device_digests: list[str],
     return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
 
 
-def _stamp(path: str) -> list[int]:
+def _stamp(path: str) -> tuple[int, int, int]:
     stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
-def _digest_index() -> dict:
-    try:
-        return json.loads((cache_dir() / "digests.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+@dataclass
+class KnownDigest(Record):
+    stamp: tuple[int, int, int]  # size, mtime_ns, inode
+    digest: str
+
+
+@dataclass
+class DigestIndex(Record):
+    files: dict[str, KnownDigest] = field(default_factory=dict)
 
 
 def remembered_digest(path: str) -> str | None:
     """The digest hashed earlier for this file, if it has not changed since (same size, mtime and
     inode): hashing a multi-GB model costs seconds, and a cached re-run should not."""
-    known = _digest_index().get(path)
-    if isinstance(known, dict) and known.get("stamp") == _stamp(path):
-        return known.get("digest")
-    return None
+    known = read_valid(cache_dir() / "digests.json", DigestIndex, DigestIndex()).files.get(path)
+    return known.digest if known is not None and known.stamp == _stamp(path) else None
 
 
 def known_digest(path: str) -> str:
     """``file_digest(path)``, remembered for ``remembered_digest``."""
     stamp = _stamp(path)
     index_path = cache_dir() / "digests.json"
-    index = _digest_index()
+    index = read_valid(index_path, DigestIndex, DigestIndex())
     digest = file_digest(path)
-    index[path] = {"stamp": stamp, "digest": digest}
-    _write_json(index_path, dict(list(index.items())[-DIGEST_INDEX_ENTRIES:]))
+    index.files[path] = KnownDigest(stamp, digest)
+    _write_json(index_path, DigestIndex(dict(list(index.files.items())[-DIGEST_INDEX_ENTRIES:])).to_json())
     return digest
 
 
@@ -109,11 +114,20 @@ def write(key: str, report: PartitionReport) -> None:
 
 
 def read(key: str) -> PartitionReport | None:
-    path = cache_dir() / f"{key}.json"
+    return read_valid(cache_dir() / f"{key}.json", PartitionReport, None)
+
+
+def read_valid(path: Path, cls: type[T], default: D) -> T | D:
+    """The record stored at ``path``, or ``default`` when there is none. An entry that cannot be
+    read as ``cls`` (truncated, hand-edited, another version, hostile) is deleted, so the caller
+    recomputes it and the next run does not trip over it again."""
     try:
-        return PartitionReport.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, UserError, TypeError):
-        return None
+        return loads(cls, path.read_bytes(), str(path))
+    except FileNotFoundError:
+        return default
+    except (OSError, SchemaError):
+        path.unlink(missing_ok=True)
+        return default
 
 
 def _write_json(path: Path, data) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import tempfile
@@ -41,15 +42,18 @@ from typing import Callable
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.reader import load_model, load_structure
-from dashboard.partition import gpu_rules
+from dashboard.intake.shapes import TensorShape
+from dashboard.messages import PartitionArgs, PartitionResult, Stage
+from dashboard.partition import cache, gpu_rules
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
+from dashboard.serde import Record, dumps
 
 QNN_EP = "QNNExecutionProvider"
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 _TOKEN = re.compile(r"^(.*)_token_\d+$")
 
-Emit = Callable[[dict], None]
+Emit = Callable[[Stage], None]
 
 
 # -- the graph the runtime partitions -------------------------------------------------------------------
@@ -254,10 +258,11 @@ def model_verdicts(graph: ModelGraph, placement: dict[str, Placement],
 
 
 # -- GPU prediction inputs ---------------------------------------------------------------------------------
-def node_facts(opt: OptGraph, shapes: dict[str, list]) -> list[gpu_rules.NodeFacts]:
+def node_facts(opt: OptGraph, shapes: dict[str, TensorShape]) -> list[gpu_rules.NodeFacts]:
     def tensor(name: str) -> gpu_rules.TensorFacts:
-        dtype, shape = shapes.get(name, (None, None))
-        return gpu_rules.TensorFacts(name, dtype, None if shape is None else tuple(shape), name in opt.initializers)
+        known = shapes.get(name)
+        dtype, shape = (known.dtype, known.shape) if known is not None else (None, None)
+        return gpu_rules.TensorFacts(name, dtype, shape, name in opt.initializers)
 
     return [gpu_rules.NodeFacts(n.name, n.op_type, n.domain, n.attrs,
                                 tuple(tensor(t) for t in n.inputs if t), tuple(tensor(t) for t in n.outputs if t),
@@ -265,7 +270,7 @@ def node_facts(opt: OptGraph, shapes: dict[str, list]) -> list[gpu_rules.NodeFac
             for n in opt.nodes.values()]
 
 
-def predicted_verdicts(opt: OptGraph, shapes: dict[str, list],
+def predicted_verdicts(opt: OptGraph, shapes: dict[str, TensorShape],
                        htp: dict[str, NodeSupport] | None) -> dict[str, NodeSupport]:
     """GPU verdicts from the rule table, told what the measured HTP session said of each node."""
     htp_facts = {name: gpu_rules.HtpFacts(v.supported, v.reason, v.qnn_op) for name, v in (htp or {}).items()}
@@ -321,25 +326,30 @@ def _opt_graph(prepared: Prepared, config, workdir: str) -> OptGraph:
 PROBE_TTL_S = 24 * 3600
 
 
+@dataclass
+class GpuProbe(Record):
+    """Whether the GPU backend initialized, on which host and runtime (``key``), and when."""
+
+    key: str
+    at: float
+    ok: bool
+    error: str | None
+
+
 def probe_gpu_cached() -> tuple[bool, str | None, str]:
     """Whether the GPU backend initializes on this host: (ok, error, when). A failed probe costs a
     session; its outcome is kept for a day per host and runtime version, under the worker's cache
     (``QNN_LAB_CACHE``), so repeated analyses do not pay it."""
     from dashboard.runtime.qnn import probe_backend, versions
 
-    root = Path(os.environ.get("QNN_LAB_CACHE", Path.home() / ".cache" / "qnn-backend-lab"))
-    key = f"{os.uname().nodename}|{json.dumps(versions(), sort_keys=True)}"
-    path = root / "gpu_probe.json"
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-        if known.get("key") == key and time.time() - known["at"] < PROBE_TTL_S:
-            return known["ok"], known["error"], time.strftime("%Y-%m-%d %H:%M", time.localtime(known["at"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    key = f"{platform.node()}|{json.dumps(versions(), sort_keys=True)}"
+    path = cache.cache_dir() / "gpu_probe.json"
+    known = cache.read_valid(path, GpuProbe, None)
+    if known is not None and known.key == key and time.time() - known.at < PROBE_TTL_S:
+        return known.ok, known.error, time.strftime("%Y-%m-%d %H:%M", time.localtime(known.at))
     result = probe_backend("gpu")
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"key": key, "at": time.time(), "ok": result.ok, "error": result.error}))
+        path.write_text(dumps(GpuProbe(key, time.time(), result.ok, result.error)), encoding="utf-8")
     except OSError:
         pass  # an unwritable cache only costs the next probe
     return result.ok, result.error, "now"
@@ -348,15 +358,13 @@ def probe_gpu_cached() -> tuple[bool, str | None, str]:
 def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict | None]:
     """Create the real session for ``config.backend``; return its assignment info (one entry per
     subgraph) and the EP's op trace (None when the EP wrote none)."""
-    from dashboard.runtime.qnn import SessionConfig, create_session
+    from dashboard.runtime.qnn import create_session
 
     trace_dir = os.path.join(workdir, f"trace-{config.backend}")
-    measured = SessionConfig.from_json({
-        **config.to_json(),
-        "session_config": {**config.session_config, **prepared.session_config, RECORD_ASSIGNMENT: "1"},
-        "provider_options": {**config.provider_options, "enable_framework_op_trace": "1",
-                             "framework_op_trace_dir": trace_dir},
-    })
+    measured = config.replace(
+        session_config={**config.session_config, **prepared.session_config, RECORD_ASSIGNMENT: "1"},
+        provider_options={**config.provider_options, "enable_framework_op_trace": "1",
+                          "framework_op_trace_dir": trace_dir})
     handle = create_session(prepared.session_input, measured)
     assignment = handle.assignment()
     del handle  # release the QNN context before the next backend compiles
@@ -365,10 +373,10 @@ def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict
     return assignment, trace
 
 
-def run(args: dict, emit: Emit) -> dict:
-    """Worker handler. ``args``: ``path`` (model on this host), ``config`` (``SessionConfig`` JSON,
-    the backend field is ignored), ``backends`` (list of "htp"/"gpu"). Returns per-backend reports
-    keyed by model node name, tensor shapes, and how the optimized graph relates to the model.
+def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
+    """Worker handler: ``args.path`` (the model on this host), ``args.config`` (its backend field
+    is ignored), ``args.backends``. Returns per-backend reports keyed by model node name, tensor
+    shapes, and how the optimized graph relates to the model.
 
     ONNX Runtime releases the GIL while it builds a session, so the pre-partition graph (a CPU
     session that writes the optimized model) is built on a thread while QNN compiles the HTP
@@ -376,14 +384,14 @@ def run(args: dict, emit: Emit) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
-    from dashboard.runtime.qnn import SessionConfig, register, versions
+    from dashboard.runtime.qnn import register, versions
 
     started = time.perf_counter()
-    backends = list(args.get("backends") or ["htp", "gpu"])
+    backends = list(args.backends)
     runtime = versions()
-    emit({"kind": "stage", "stage": "reading model", "progress": 0.02})
-    prepared = prepare(str(args["path"]))
-    base = SessionConfig.from_json({**args["config"], "backend": "htp"})
+    emit(Stage("reading model", 0.02))
+    prepared = prepare(args.path)
+    base = args.config.replace(backend="htp")
     workdir = tempfile.mkdtemp(prefix="qbl-partition-")
     pool = ThreadPoolExecutor(max_workers=1)
     try:
@@ -392,38 +400,37 @@ def run(args: dict, emit: Emit) -> dict:
         # The probe runs before the HTP session, not beside it: its native error lines must not
         # mix with those of a failing HTP session (the outcome is cached for a day anyway).
         gpu_probe = probe_gpu_cached() if "gpu" in backends else None
-        emit({"kind": "stage", "stage": "inferring tensor shapes", "progress": 0.05})
+        emit(Stage("inferring tensor shapes", 0.05))
         shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
-        shapes_json = {name: s.to_json() for name, s in shapes.items()}
         raw: dict[str, tuple | str | None] = {}
         share = 0.8 / max(len(backends), 1)
         for i, backend in enumerate(backends):
             progress = 0.1 + i * share
             if backend == "gpu":
-                emit({"kind": "stage", "stage": "probing the GPU backend", "backend": backend, "progress": progress})
+                emit(Stage("probing the GPU backend", progress, backend))
                 ok, error, when = gpu_probe
                 if not ok:
                     raw[backend] = f"unavailable: {error} (probed {when})"
                     continue
-            emit({"kind": "stage", "stage": f"creating the {backend.upper()} session (QNN compiles the graph)",
-                  "backend": backend, "progress": progress + share * 0.1})
+            emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
+                       backend))
             start = time.perf_counter()
-            config = SessionConfig.from_json({**base.to_json(), "backend": backend})
+            config = base.replace(backend=backend)
             try:
                 raw[backend] = (*session_report(prepared, config, workdir), time.perf_counter() - start)
             except UserError as exc:
                 raw[backend] = str(exc)
-        emit({"kind": "stage", "stage": "ONNX Runtime pre-partition graph", "progress": 0.92})
+        emit(Stage("ONNX Runtime pre-partition graph", 0.92))
         try:
             opt = opt_future.result()
         except UserError as exc:
             raise UserError(f"cannot build the graph ONNX Runtime partitions: {exc}") from None
         placement = place_model_nodes(prepared.graph, opt)
-        reports: dict[str, dict] = {}
+        reports: dict[str, BackendReport] = {}
         opt_htp: dict[str, NodeSupport] | None = None
         for backend, outcome in raw.items():
             if isinstance(outcome, str) and not outcome.startswith("unavailable: "):
-                reports[backend] = failed(backend, outcome, runtime=runtime).to_json()
+                reports[backend] = failed(backend, outcome, runtime=runtime)
             elif isinstance(outcome, tuple):
                 assignment, trace, seconds = outcome
                 m = measure(opt, assignment, trace)
@@ -433,27 +440,21 @@ def run(args: dict, emit: Emit) -> dict:
                     backend, MEASURED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
                     qnn_subgraphs=m.qnn_subgraphs, added_nodes=m.added,
                     source=f"measured with onnxruntime-qnn {runtime.get('onnxruntime_qnn')} "
-                           f"(QNN SDK {runtime.get('qnn_sdk')}) on {os.uname().nodename}",
-                    seconds=round(seconds, 3)).to_json()
+                           f"(QNN SDK {runtime.get('qnn_sdk')}) on {platform.node()}",
+                    seconds=round(seconds, 3))
         for backend, outcome in raw.items():
             if isinstance(outcome, str) and outcome.startswith("unavailable: "):
-                emit({"kind": "stage", "stage": "predicting GPU support from the rule table", "progress": 0.96})
-                verdicts = predicted_verdicts(opt, shapes_json, opt_htp)
+                emit(Stage("predicting GPU support from the rule table", 0.96))
+                verdicts = predicted_verdicts(opt, shapes, opt_htp)
                 reports[backend] = BackendReport(
                     backend, PREDICTED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
                     source="predicted by the GPU rule table (the GPU backend does not initialize here: "
-                           f"{outcome.removeprefix('unavailable: ')})").to_json()
-        emit({"kind": "stage", "stage": "done", "progress": 1.0})
-        return {
-            "backends": {b: reports[b] for b in backends},
-            "shapes": shapes_json,
-            "shape_source": shape_source,
-            "placement": {name: [p.kind, p.target] for name, p in placement.items()},
-            "optimized_nodes": len(opt.nodes),
-            "renamed_nodes": prepared.renamed,
-            "runtime": runtime,
-            "seconds": round(time.perf_counter() - started, 3),
-        }
+                           f"{outcome.removeprefix('unavailable: ')})")
+        emit(Stage("done", 1.0))
+        return PartitionResult(
+            backends={b: reports[b] for b in backends}, shapes=shapes, shape_source=shape_source,
+            placement={name: (p.kind, p.target) for name, p in placement.items()}, optimized_nodes=len(opt.nodes),
+            renamed_nodes=prepared.renamed, runtime=runtime, seconds=round(time.perf_counter() - started, 3))
     finally:
         pool.shutdown(wait=True)
         shutil.rmtree(workdir, ignore_errors=True)

@@ -32,10 +32,12 @@ charged where it is finally read, and one that only depends on folded constants 
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import TensorShape
+from dashboard.serde import Record
 
 MIGRATING, GPU, HTP, CPU = "migrating", "gpu", "htp", "cpu"
 INTERSECTION, SEGMENTED = "intersection", "segmented"
@@ -88,7 +90,7 @@ def plan_graph(graph: ModelGraph, shapes: dict[str, TensorShape]) -> PlanGraph:
 
 
 @dataclass
-class TensorRef:
+class TensorRef(Record):
     name: str
     bytes: int | None
     shape: str
@@ -96,39 +98,37 @@ class TensorRef:
 
 
 @dataclass
-class Segment:
+class Segment(Record):
     index: int
-    backend: str
+    backend: Literal["migrating", "gpu", "htp", "cpu"]
     nodes: list[str]
     inputs: list[TensorRef]
     outputs: list[TensorRef]
     boundary_bytes: int
     unknown_tensors: int
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
-class Plan:
+class Plan(Record):
+    JSON_EXTRAS: ClassVar[tuple[str, ...]] = ("segment_count", "segments_by_backend")
+
     kind: str
     segments: list[Segment]
     transfer_bytes: int
     unknown_tensors: int
     bytes_complete: bool
 
-    def counts(self) -> dict[str, int]:
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    @property
+    def segments_by_backend(self) -> dict[str, int]:
         """Segments per backend."""
         out: dict[str, int] = {}
         for seg in self.segments:
             out[seg.backend] = out.get(seg.backend, 0) + 1
         return out
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "segments": [s.to_json() for s in self.segments],
-                "segment_count": len(self.segments), "segments_by_backend": self.counts(),
-                "transfer_bytes": self.transfer_bytes, "unknown_tensors": self.unknown_tensors,
-                "bytes_complete": self.bytes_complete}
 
 
 def affinity_order(graph: PlanGraph, label: dict[str, str]) -> list[str]:

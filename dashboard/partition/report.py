@@ -30,10 +30,13 @@ Node ``status`` says how the verdict was reached:
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Literal
 
 from dashboard.errors import UserError
+from dashboard.intake.shapes import TensorShape
+from dashboard.partition.plans import Plan
+from dashboard.serde import Record, SchemaError, loads
 
 SCHEMA = "qnn-backend-lab/partition-report/1"
 
@@ -50,36 +53,31 @@ CLASS_LABELS = {
 }
 
 
+NodeStatus = Literal["claimed", "rejected", "fused", "removed", "predicted"]
+BackendStatus = Literal["measured", "predicted", "failed"]
+
+
 @dataclass
-class NodeSupport:
+class NodeSupport(Record):
     """One backend's verdict on one model node."""
 
     op_type: str
     supported: bool
     reason: str | None = None
     qnn_op: str | None = None
-    status: str = CLAIMED
+    status: NodeStatus = CLAIMED
     fused_into: str | None = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "NodeSupport":
-        known = {k: data[k] for k in ("op_type", "supported", "reason", "qnn_op", "status", "fused_into") if k in data}
-        known.setdefault("status", CLAIMED if known.get("supported") else REJECTED)
-        return cls(**known)
 
 
 @dataclass
-class BackendReport:
+class BackendReport(Record):
     """What one QNN backend claims of the model, measured on a real EP or predicted."""
 
     backend: str
-    status: str
+    status: BackendStatus
     error: str | None = None
     suggestion: str | None = None
-    runtime: dict = field(default_factory=dict)
+    runtime: dict[str, str | None] = field(default_factory=dict)
     nodes: dict[str, NodeSupport] = field(default_factory=dict)
     qnn_subgraphs: int = 0
     added_nodes: list[dict] = field(default_factory=list)  # ORT/EP-inserted nodes (layout Transposes ...)
@@ -91,34 +89,13 @@ class BackendReport:
         """Per-node verdicts exist (measured or predicted)."""
         return self.status in (MEASURED, PREDICTED) and bool(self.nodes)
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["nodes"] = {name: node.to_json() for name, node in self.nodes.items()}
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict, backend: str | None = None) -> "BackendReport":
-        nodes = {name: NodeSupport.from_json(node) for name, node in (data.get("nodes") or {}).items()}
-        return cls(
-            backend=data.get("backend") or backend or "?",
-            status=data.get("status", FAILED),
-            error=data.get("error"),
-            suggestion=data.get("suggestion"),
-            runtime=dict(data.get("runtime") or {}),
-            nodes=nodes,
-            qnn_subgraphs=int(data.get("qnn_subgraphs") or 0),
-            added_nodes=list(data.get("added_nodes") or []),
-            source=data.get("source", ""),
-            seconds=data.get("seconds"),
-        )
-
 
 def failed(backend: str, error: str, suggestion: str | None = None, runtime: dict | None = None) -> BackendReport:
     return BackendReport(backend, FAILED, error=error, suggestion=suggestion, runtime=runtime or {})
 
 
 @dataclass
-class NodeClasses:
+class NodeClasses(Record):
     """Every model node in exactly one list. Empty with ``note`` set when a backend has no
     per-node verdicts (it failed), since a class needs both verdicts."""
 
@@ -139,13 +116,6 @@ class NodeClasses:
 
     def counts(self) -> dict[str, int]:
         return {cls: len(getattr(self, cls)) for cls in ALL_LISTS}
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "NodeClasses":
-        return cls(**{k: list(data.get(k) or []) if k != "note" else data.get(k) for k in (*ALL_LISTS, "note")})
 
 
 def classify_nodes(order: list[str], htp: BackendReport, gpu: BackendReport) -> NodeClasses:
@@ -202,7 +172,7 @@ def op_type_table(op_types: dict[str, str], htp: BackendReport, gpu: BackendRepo
 
 
 @dataclass
-class PartitionReport:
+class PartitionReport(Record):
     """Everything ``partition`` computes for one model and one set of options."""
 
     model: str
@@ -210,10 +180,10 @@ class PartitionReport:
     options: dict
     backends: dict[str, BackendReport]
     classes: NodeClasses
-    plans: dict[str, dict]
+    plans: dict[str, Plan]
     node_order: list[str] = field(default_factory=list)  # model node names, topological order
     op_types: dict[str, str] = field(default_factory=dict)
-    shapes: dict[str, list] = field(default_factory=dict)  # tensor -> [dtype, shape]
+    shapes: dict[str, TensorShape] = field(default_factory=dict)
     shape_source: str = ""
     dims: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -221,60 +191,15 @@ class PartitionReport:
     elapsed_s: float | None = None
     cached: bool = False
 
-    def to_json(self) -> dict:
-        return {
-            "schema": self.schema,
-            "model": self.model,
-            "digest": self.digest,
-            "options": self.options,
-            "dims": self.dims,
-            "backends": {name: report.to_json() for name, report in self.backends.items()},
-            "classes": self.classes.to_json(),
-            "plans": self.plans,
-            "node_order": self.node_order,
-            "op_types": self.op_types,
-            "shapes": self.shapes,
-            "shape_source": self.shape_source,
-            "notes": self.notes,
-            "elapsed_s": self.elapsed_s,
-            "cached": self.cached,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "PartitionReport":
-        if not isinstance(data, dict) or "backends" not in data:
-            raise UserError("not a partition report (no \"backends\" object)")
-        return cls(
-            model=data.get("model", ""),
-            digest=data.get("digest", ""),
-            options=dict(data.get("options") or {}),
-            backends={name: BackendReport.from_json(rep, name) for name, rep in data["backends"].items()},
-            classes=NodeClasses.from_json(data.get("classes") or {}),
-            plans=dict(data.get("plans") or {}),
-            node_order=list(data.get("node_order") or []),
-            op_types=dict(data.get("op_types") or {}),
-            shapes=dict(data.get("shapes") or {}),
-            shape_source=data.get("shape_source", ""),
-            dims=dict(data.get("dims") or {}),
-            notes=list(data.get("notes") or []),
-            schema=data.get("schema", SCHEMA),
-            elapsed_s=data.get("elapsed_s"),
-            cached=bool(data.get("cached")),
-        )
+    def __post_init__(self) -> None:
+        if self.schema != SCHEMA:
+            raise SchemaError(f"a partition report of another version ({self.schema!r}, this is {SCHEMA!r})")
 
 
 def parse_device_report(text: str, label: str = "device report") -> PartitionReport:
-    """A report written by ``partition --out`` (typically on a Snapdragon device), from its text."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"{label}: not JSON ({exc})") from None
-    try:
-        return PartitionReport.from_json(data)
-    except UserError as exc:
-        raise UserError(f"{label}: {exc}") from None
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise UserError(f"{label}: malformed partition report ({exc})") from None
+    """A report written by ``partition --out`` (typically on a Snapdragon device), from its text;
+    anything that is not exactly a partition report is one ``SchemaError`` line naming the field."""
+    return loads(PartitionReport, text, label)
 
 
 def measured_backends(device: PartitionReport, model_digest: str, node_names: set[str],

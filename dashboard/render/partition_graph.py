@@ -117,25 +117,25 @@ def graph_figure(nodes: list[DrawNode], color_key: dict[str, str], colors: dict[
 def segment_figure(plan: dict, height: int = 420) -> go.Figure:
     """The collapsed graph of a plan: one marker per segment (area ~ node count), edges where
     tensors cross between segments, laid out in order."""
-    segments = plan["segments"]
-    edges = sorted({(int(peer), seg["index"]) for seg in segments for ref in seg["inputs"]
-                    for peer in ref["peer"] if peer.isdigit()})
-    names = [str(s["index"]) for s in segments]
+    segments = plan.segments
+    edges = sorted({(int(peer), seg.index) for seg in segments for ref in seg.inputs
+                    for peer in ref.peer if peer.isdigit()})
+    names = [str(s.index) for s in segments]
     pos = layered_layout(names, [(str(a), str(b)) for a, b in edges])
     fig = go.Figure()
     fig.add_trace(_edge_trace(pos, [(str(a), str(b)) for a, b in edges]))
     for backend, color in BACKEND_COLORS.items():
-        members = [s for s in segments if s["backend"] == backend]
+        members = [s for s in segments if s.backend == backend]
         if not members:
             continue
         fig.add_trace(go.Scattergl(
-            x=[pos[str(s["index"])][0] for s in members], y=[pos[str(s["index"])][1] for s in members],
+            x=[pos[str(s.index)][0] for s in members], y=[pos[str(s.index)][1] for s in members],
             mode="markers", name=f"{BACKEND_LABELS[backend]} ({len(members)})",
-            marker={"size": [8 + 3 * math.sqrt(len(s["nodes"])) for s in members], "color": color,
+            marker={"size": [8 + 3 * math.sqrt(len(s.nodes)) for s in members], "color": color,
                     "line": {"width": 0.5, "color": "#333"}},
-            customdata=[f"segment:{s['index']}" for s in members],
-            hovertext=[f"segment {s['index']} · {BACKEND_LABELS[backend]} · {len(s['nodes'])} nodes · "
-                       f"boundary {s['boundary_bytes']:,} B" for s in members],
+            customdata=[f"segment:{s.index}" for s in members],
+            hovertext=[f"segment {s.index} · {BACKEND_LABELS[backend]} · {len(s.nodes)} nodes · "
+                       f"boundary {s.boundary_bytes:,} B" for s in members],
             hoverinfo="text"))
     _style(fig, height)
     return fig
@@ -146,19 +146,19 @@ def strip_figure(plan: dict, height: int = 120) -> go.Figure:
     trace per backend, however many segments: a strip of hundreds stays cheap to build and draw)."""
     fig = go.Figure()
     starts, start = [], 0
-    for seg in plan["segments"]:
+    for seg in plan.segments:
         starts.append(start)
-        start += len(seg["nodes"])
+        start += len(seg.nodes)
     for backend, color in BACKEND_COLORS.items():
-        members = [(seg, base) for seg, base in zip(plan["segments"], starts) if seg["backend"] == backend]
+        members = [(seg, base) for seg, base in zip(plan.segments, starts) if seg.backend == backend]
         if not members:
             continue
         fig.add_trace(go.Bar(
-            x=[len(seg["nodes"]) for seg, _ in members], y=["plan"] * len(members),
+            x=[len(seg.nodes) for seg, _ in members], y=["plan"] * len(members),
             base=[base for _, base in members], orientation="h", marker={"color": color},
-            name=BACKEND_LABELS[backend], customdata=[f"segment:{seg['index']}" for seg, _ in members],
-            hovertext=[f"segment {seg['index']} · {BACKEND_LABELS[backend]} · {len(seg['nodes'])} nodes · "
-                       f"{len(seg['inputs'])} in / {len(seg['outputs'])} out · {seg['boundary_bytes']:,} B"
+            name=BACKEND_LABELS[backend], customdata=[f"segment:{seg.index}" for seg, _ in members],
+            hovertext=[f"segment {seg.index} · {BACKEND_LABELS[backend]} · {len(seg.nodes)} nodes · "
+                       f"{len(seg.inputs)} in / {len(seg.outputs)} out · {seg.boundary_bytes:,} B"
                        for seg, _ in members],
             hoverinfo="text"))
     fig.update_layout(barmode="overlay", height=height, margin={"l": 10, "r": 10, "t": 10, "b": 10},

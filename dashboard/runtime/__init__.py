@@ -1,6 +1,7 @@
 """The runtime: onnxruntime-qnn, and the worker processes that hold it.
 
-- ``qnn``: the only module that imports ``onnxruntime_qnn`` (``SessionConfig``, ``create_session``,
+- ``config``: ``SessionConfig``, how a session is built, as data (no onnxruntime import);
+- ``qnn``: the only module that imports ``onnxruntime_qnn`` (``create_session``,
   probes, shared-memory binding). Imported by worker processes, and by ``dashboard.timeline.api``
   in the caller's own process; never by the dashboard;
 - ``worker``: ``python -m dashboard.runtime.worker``, the process QNN work runs in;
@@ -12,7 +13,7 @@
 from dashboard.lazy import exports
 
 __getattr__, __dir__ = exports(__name__, {
-    "SessionConfig": "qnn", "create_session": "qnn", "WorkerClient": "client", "WorkerError": "client",
+    "SessionConfig": "config", "create_session": "qnn", "WorkerClient": "client", "WorkerError": "client",
     "Device": "devices", "SOCS": "socs", "resolve_soc": "socs",
 })
 __all__ = __dir__()

@@ -23,7 +23,11 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Iterator
 
+from dashboard import messages
 from dashboard.errors import UserError
+from dashboard.messages import (DigestArgs, ModelChunk, OrtViewArgs, ProgressEvent, Upload, WorkerHello, WorkerProgress,
+                                WorkerReply, WorkerRequest, event_from_json)
+from dashboard.serde import Record, SchemaError, dumps, load
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 4 << 20
@@ -39,6 +43,10 @@ class WorkerCrashed(WorkerError):
 
 class WorkerTimeout(WorkerError):
     pass
+
+
+class WorkerProtocolError(WorkerError):
+    """The worker wrote something that is not the protocol (a forged or garbled line)."""
 
 
 def local_worker_argv() -> list[str]:
@@ -62,7 +70,7 @@ class WorkerClient:
         self.remote = remote  # a remote worker cannot read our files: models travel over the protocol
         self.label = label
         self.start_timeout = start_timeout
-        self.hello: dict | None = None
+        self.hello: WorkerHello | None = None
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=40)
@@ -99,9 +107,17 @@ class WorkerClient:
         if self.hello is not None:
             return
         message = self._next_message(self.start_timeout, "starting")
-        if "hello" not in message:
-            raise WorkerError(f"the {self.label} did not greet: {message}")
-        self.hello = message["hello"]
+        try:
+            self.hello = load(WorkerHello, message.get("hello"), "greeting")
+        except SchemaError as exc:
+            self._abandon()
+            raise WorkerProtocolError(f"the {self.label} did not greet as a worker does: {exc}") from None
+
+    def _abandon(self) -> None:
+        """Stop a worker that can no longer be trusted or waited for."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            self._kill(proc)
 
     def close(self) -> None:
         proc = self._proc
@@ -125,18 +141,22 @@ class WorkerClient:
         return self._proc.pid if self._proc else None
 
     # -- requests ---------------------------------------------------------------------------
-    def call(self, cmd: str, args: dict | None = None, *, timeout: float | None = 600.0,
-             on_event: Callable[[dict], None] | None = None) -> object:
-        """Run ``cmd`` in the worker and return its result; events go to ``on_event``.
-        ``timeout`` bounds the whole call; on expiry the worker is killed."""
+    def call(self, cmd: str, args: Record | None = None, *, timeout: float | None = 600.0,
+             on_event: Callable[[ProgressEvent], None] | None = None) -> Record | None:
+        """Run ``cmd`` in the worker and return its result record (checked against
+        ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
+        call; on expiry the worker is killed. A reply that is not what the protocol says is a
+        ``WorkerProtocolError`` and the worker is stopped (the next client starts a fresh one)."""
+        command = messages.COMMANDS[cmd]
         self._await_hello()
         if self._proc is None:
             raise WorkerError(f"the {self.label} is not running")
         self._next_id += 1
         req_id = self._next_id
         self._stderr.clear()  # a crash report should quote this request's output, not older noise
+        request = WorkerRequest(req_id, cmd, (args if args is not None else command.args()).to_json())
         try:
-            self._proc.stdin.write(json.dumps({"id": req_id, "cmd": cmd, "args": args or {}}) + "\n")
+            self._proc.stdin.write(dumps(request) + "\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._crashed(cmd) from None
@@ -144,51 +164,74 @@ class WorkerClient:
         while True:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             message = self._next_message(remaining, cmd)
-            if message.get("id") != req_id:
-                continue
-            if "event" in message:
-                if on_event is not None:
-                    on_event(message["event"])
-                continue
-            if message.get("ok"):
-                return message.get("result")
-            raise WorkerError(message.get("error") or f"{cmd} failed in the {self.label}")
+            try:
+                done, result = self._read(message, req_id, command)
+            except SchemaError as exc:
+                self._abandon()
+                raise WorkerProtocolError(f"the {self.label} answered {cmd!r} with a malformed message "
+                                          f"and was stopped: {exc}") from None
+            if isinstance(result, BaseException):
+                raise result
+            if done:
+                return result
+            if result is not None and on_event is not None:
+                on_event(result)
+
+    def _read(self, message: dict, req_id: int, command: messages.Command) -> tuple[bool, object]:
+        """(True, result record or WorkerError) for this request's reply, (False, event or None)
+        for progress and for lines of other requests; ``SchemaError`` for a malformed line."""
+        if "event" in message:
+            progress = load(WorkerProgress, message, "progress")
+            return False, event_from_json(progress.event) if progress.id == req_id else None
+        reply = load(WorkerReply, message, "reply")
+        if reply.id != req_id:
+            return False, None
+        if not reply.ok:
+            return True, WorkerError(reply.error or f"the command failed in the {self.label}")
+        if command.result is None:
+            raise SchemaError("a reply from a command that never answers")
+        return True, load(command.result, reply.result, "result")
 
     def send_model(self, path: str | os.PathLike, digest: str,
-                   on_event: Callable[[dict], None] | None = None) -> str:
+                   on_event: Callable[[ProgressEvent], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
         if not self.remote:
             return str(Path(path).resolve())
-        known = self.call("has_model", {"digest": digest}, timeout=60)
-        if known and known.get("path"):
-            return known["path"]
+        known = self.call("has_model", DigestArgs(digest), timeout=60)
+        if known.path:
+            return known.path
         size = os.path.getsize(path)
         offset = 0
-        result: dict = {}
         with open(path, "rb") as handle:
             while True:
                 data = handle.read(CHUNK)
                 final = offset + len(data) >= size
-                result = self.call("put_model", {
-                    "digest": digest, "name": Path(path).name, "offset": offset,
-                    "data": base64.b64encode(data).decode(), "final": final}, timeout=300)
+                result = self.call("put_model", ModelChunk(digest, Path(path).name, offset,
+                                                           base64.b64encode(data).decode(), final), timeout=300)
                 offset += len(data)
                 if on_event is not None:
-                    on_event({"kind": "upload", "sent": offset, "total": size})
+                    on_event(Upload(offset, size))
                 if final:
-                    return result["path"]
+                    return result.path
 
     # -- plumbing ---------------------------------------------------------------------------
     def _pump_stdout(self) -> None:
+        """Protocol lines to the queue; anything else a native library printed is kept with
+        stderr for crash reports."""
         proc = self._proc
         for line in proc.stdout:
             line = line.strip()
             if line.startswith("{"):
                 try:
-                    self._lines.put(json.loads(line))
-                except ValueError:
-                    self._stderr.append(line)
+                    message = json.loads(line)
+                except (ValueError, RecursionError):
+                    message = None
+                if isinstance(message, dict):
+                    self._lines.put(message)
+                    continue
+            if line:
+                self._stderr.append(line[:1000])
         self._lines.put(None)
 
     def _pump_stderr(self) -> None:
@@ -244,8 +287,8 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
     """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
     written by a local worker into a scratch folder that is removed when the block ends."""
     with WorkerClient() as worker:
-        result = worker.call("ort_view", {"path": str(Path(model_path).resolve())}, timeout=timeout)
-    optimized = Path(result["path"])
+        result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve())), timeout=timeout)
+    optimized = Path(result.path)
     try:
         yield optimized
     finally:

@@ -35,10 +35,13 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from dashboard.errors import UserError
+from dashboard.messages import ProbeArgs
 from dashboard.runtime.client import WorkerClient, WorkerError
+from dashboard.serde import Record
 
 LOCAL = "local"
 SHELLS = ("posix", "windows")
@@ -65,9 +68,11 @@ _CMD_SPECIAL = re.compile(r'["&|^%<>!\r\n]')
 
 
 @dataclass(frozen=True)
-class Device:
-    """A worker transport, validated on construction. ``url`` is the address the device is keyed
-    by; ``label`` is how it is shown (the whole address, query included)."""
+class Device(Record):
+    """A worker transport, validated on construction (from JSON too). ``url`` is the address the
+    device is keyed by; ``label`` is how it is shown (the whole address, query included)."""
+
+    JSON_EXTRAS: ClassVar[tuple[str, ...]] = ("label",)
 
     url: str = LOCAL
     host: str | None = None
@@ -194,14 +199,10 @@ class Device:
         """OS/arch, runtime versions, which backends initialize, shared memory and SoC facts."""
         start = time.perf_counter()
         with self.connect() as worker:
-            result = worker.call("probe", {"backends": ["htp", "gpu", "cpu"]}, timeout=timeout)
-        return {"device": self.url, "label": self.label, **result,
-                "soc": result.get("soc"), "seconds": round(time.perf_counter() - start, 3)}
+            result = worker.call("probe", ProbeArgs(), timeout=timeout)
+        return {"device": self.url, "label": self.label, **result.to_json(),
+                "seconds": round(time.perf_counter() - start, 3)}
 
-    def to_json(self) -> dict:
-        return {"url": self.url, "label": self.label, "host": self.host, "user": self.user, "port": self.port,
-                "python": self.python, "workdir": self.workdir, "shell": self.shell,
-                "env": dict(self.env), "jump": self.jump}
 
 
 # -- validation ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
@@ -25,12 +25,10 @@ import numpy as np
 import onnxruntime as ort
 
 from dashboard.errors import UserError, one_line
-from dashboard.intake.shapes import check_dims
-from dashboard.runtime.socs import resolve_soc
+from dashboard.runtime.config import SessionConfig
 
 QNN_EP = "QNNExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
-BACKENDS = ("htp", "gpu", "cpu")  # "cpu" = ONNX Runtime's own CPU EP, not a QNN backend
 
 _OPT_LEVELS = {
     "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -38,50 +36,6 @@ _OPT_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-
-
-@dataclass
-class SessionConfig:
-    """Everything that decides how a session is built. JSON-serialisable (it crosses the worker
-    protocol and keys the result cache)."""
-
-    backend: str = "htp"
-    dims: dict[str, int] = field(default_factory=dict)
-    fp16: bool = False
-    soc: str | None = None
-    provider_options: dict[str, str] = field(default_factory=dict)
-    session_config: dict[str, str] = field(default_factory=dict)
-    optimization_level: str = "all"
-    intra_op_threads: int = 0
-
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise UserError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.optimization_level not in _OPT_LEVELS:
-            raise UserError(f"unknown optimization level {self.optimization_level!r}")
-        check_dims(self.dims)
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "SessionConfig":
-        return cls(**data)
-
-    def qnn_options(self) -> dict[str, str]:
-        """Provider options for the QNN EP (fp16 needs a soc_model, so the SoC is resolved here)."""
-        options: dict[str, str] = {"backend_type": self.backend}
-        if self.soc:
-            soc = resolve_soc(self.soc)
-            options["soc_model"] = str(soc.soc_model)
-            options["htp_arch"] = str(soc.htp_arch)
-        if self.fp16:
-            if "soc_model" not in options:
-                raise UserError("HTP fp16 precision needs a SoC (the runtime refuses "
-                                "enable_htp_fp16_precision without soc_model): pick one with --soc")
-            options["enable_htp_fp16_precision"] = "1"
-        options.update({k: str(v) for k, v in self.provider_options.items()})
-        return options
 
 
 @lru_cache(maxsize=1)
@@ -249,7 +203,7 @@ def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bo
     """
     if require_qnn and config.backend != "cpu":
         record = {"session.record_ep_graph_assignment_info": "1"}
-        config = SessionConfig(**{**config.to_json(), "session_config": {**config.session_config, **record}})
+        config = config.replace(session_config={**config.session_config, **record})
     options = session_options(config)
     providers = None if config.backend != "cpu" else [CPU_EP]
     start = time.perf_counter()

@@ -4,7 +4,7 @@ Neither option exists in onnxruntime-qnn yet (seed 000). These two entry points 
 application the same behaviour today, on real sessions:
 
     from dashboard.timeline.api import HotMigrationSession, auto_session
-    from dashboard.runtime.qnn import SessionConfig
+    from dashboard.runtime.config import SessionConfig
 
     with HotMigrationSession("model.onnx", fast=SessionConfig(backend="gpu"),
                              target=SessionConfig(backend="htp", fp16=True, soc="sm8650")) as sess:
@@ -37,7 +37,8 @@ from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError, one_line
 from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import resolve_dims
-from dashboard.runtime.qnn import SessionConfig, SessionHandle, create_session, random_inputs
+from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.qnn import SessionHandle, create_session, random_inputs
 from dashboard.timeline.switch import SessionSwitch
 
 
@@ -175,5 +176,5 @@ def auto_session(model: str, *, dims: dict[str, int] | None = None, classifier: 
     verdict = (classify_refined if classifier == "refined" else classify_ep)(graph)
     fixed = resolve_dims(graph, dims or {})
     chosen = (gpu or SessionConfig(backend="gpu")) if verdict.backend == "gpu" else (htp or SessionConfig(backend="htp"))
-    config = SessionConfig(**{**chosen.to_json(), "dims": {**fixed, **chosen.dims}})
+    config = chosen.replace(dims={**fixed, **chosen.dims})
     return create_session(model, config, require_qnn=True), verdict

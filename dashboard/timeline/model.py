@@ -18,12 +18,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable
 
 from dashboard.errors import UserError
 from dashboard.intake.shapes import check_dims
 from dashboard.runtime.socs import soc_for
+from dashboard.serde import Record
 
 STRATEGIES = ("fast", "target", "cached", "migrate", "auto")
 STRATEGY_TITLES = {
@@ -59,7 +60,7 @@ DEFAULT_TIMEOUT = 1800.0
 
 
 @dataclass
-class TimelineOptions:
+class TimelineOptions(Record):
     """What a timeline run needs besides the model: session knobs (as on the partitions page),
     backends, the strategies to compare and the workload. JSON crosses the worker protocol; the
     same validation runs on both sides, so bad input fails before any process starts."""
@@ -108,31 +109,18 @@ class TimelineOptions:
         if self.atol < 0 or self.rtol < 0:
             raise UserError("output tolerances must not be negative")
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "TimelineOptions":
-        known = {f.name for f in fields(cls)}
-        extra = sorted(set(data) - known)
-        if extra:
-            raise UserError(f"unknown timeline option(s): {', '.join(extra)}")
-        return cls(**data)
 
 
 @dataclass
-class Event:
+class Event(Record):
     t: float
     kind: str
     backend: str
     detail: str | None = None
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
-class Request:
+class Request(Record):
     id: int
     arrival: float
     start: float | None
@@ -153,9 +141,6 @@ class Request:
         """Arrival to answer (what the caller waits, queueing included)."""
         return None if self.end is None else self.end - self.arrival
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class Phase:
@@ -168,8 +153,10 @@ class Phase:
 
 
 @dataclass
-class StrategyRun:
+class StrategyRun(Record):
     """One strategy on the workload: its timeline, metrics and output agreement."""
+
+    JSON_EXTRAS: ClassVar[tuple[str, ...]] = ("metrics",)
 
     name: str
     backends: dict[str, str]  # role -> backend, e.g. {"fast": "cpu", "target": "htp"}
@@ -183,32 +170,9 @@ class StrategyRun:
     def metrics(self) -> dict:
         return compute_metrics(self.events, self.requests, self.expected_requests)
 
-    def to_json(self) -> dict:
-        return {
-            "backends": self.backends,
-            "events": [e.to_json() for e in sorted(self.events, key=lambda e: e.t)],
-            "requests": [r.to_json() for r in sorted(self.requests, key=lambda r: r.id)],
-            "metrics": self.metrics,
-            "outputs": self.outputs,
-            "notes": self.notes,
-        }
-
-    @classmethod
-    def from_json(cls, name: str, data: dict) -> "StrategyRun":
-        requests = data.get("requests", [])
-        return cls(
-            name=name,
-            backends=dict(data.get("backends", {})),
-            events=[Event(**e) for e in data.get("events", [])],
-            requests=[Request(**r) for r in requests],
-            expected_requests=int(data.get("metrics", {}).get("expected", len(requests))),
-            outputs=dict(data.get("outputs", {})),
-            notes=list(data.get("notes", [])),
-        )
-
 
 @dataclass
-class TimelineRun:
+class TimelineRun(Record):
     """A whole comparison: device, model, options, workload and every strategy's run."""
 
     device: dict
@@ -222,36 +186,6 @@ class TimelineRun:
     prime: dict = field(default_factory=dict)
     runtime: dict = field(default_factory=dict)
     label: str = ""
-
-    def to_json(self) -> dict:
-        return {
-            "device": self.device,
-            "model": self.model,
-            "options": self.options,
-            "workload": self.workload,
-            "fast": self.fast,
-            "target": self.target,
-            "shared_memory": self.shared_memory,
-            "prime": self.prime,
-            "runtime": self.runtime,
-            "strategies": {name: run.to_json() for name, run in self.strategies.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: dict, label: str = "") -> "TimelineRun":
-        return cls(
-            device=dict(data.get("device", {})),
-            model=str(data.get("model", "")),
-            options=dict(data.get("options", {})),
-            workload=dict(data.get("workload", {})),
-            strategies={name: StrategyRun.from_json(name, s) for name, s in data.get("strategies", {}).items()},
-            fast=dict(data.get("fast", {})),
-            target=dict(data.get("target", {})),
-            shared_memory=dict(data.get("shared_memory", {})),
-            prime=dict(data.get("prime", {})),
-            runtime=dict(data.get("runtime", {})),
-            label=label,
-        )
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -453,44 +387,3 @@ def events_csv(run: TimelineRun) -> str:
         for e in sorted(strategy.events, key=lambda e: e.t):
             writer.writerow([name, e.t, e.kind, e.backend, e.detail or ""])
     return out.getvalue()
-
-
-class LiveRun:
-    """A run as it streams in from the worker: what the page's live chart and progress show.
-    ``feed`` takes each worker event (``dashboard.timeline.runner`` emits ``setup``, ``strategy_start``,
-    ``event``, ``request``, ``strategy_end`` and ``status`` messages)."""
-
-    def __init__(self, options: TimelineOptions) -> None:
-        self.strategies: dict[str, StrategyRun] = {}
-        self.fast: dict = {}
-        self.target: dict = {}
-        self.current: str | None = None
-        self.status = "starting the worker"
-        self.total = options.requests * len(options.strategies)
-        self.answered = 0
-
-    def feed(self, message: dict) -> None:
-        kind = message.get("type")
-        name = message.get("strategy")
-        if kind == "status":
-            self.status = str(message.get("message", ""))
-        elif kind == "setup":
-            self.fast, self.target = dict(message.get("fast", {})), dict(message.get("target", {}))
-        elif kind == "upload":
-            self.status = f"uploading the model: {message['sent'] / max(message['total'], 1):.0%}"
-        elif kind == "strategy_start":
-            self.current = name
-            self.strategies[name] = StrategyRun(name=name, backends=dict(message.get("backends", {})))
-            self.status = f"{STRATEGY_TITLES.get(name, name)}: starting"
-        elif kind == "event" and name in self.strategies:
-            event = Event(message["t"], message["kind"], message["backend"], message.get("detail"))
-            self.strategies[name].events.append(event)
-            self.status = f"{STRATEGY_TITLES.get(name, name)}: {event.kind.replace('_', ' ')} ({event.backend})"
-        elif kind == "request" and name in self.strategies:
-            fields_ = {k: message.get(k) for k in ("id", "arrival", "start", "end", "backend", "ok", "error")}
-            self.strategies[name].requests.append(Request(**fields_))
-            self.answered += 1
-
-    @property
-    def fraction(self) -> float:
-        return min(self.answered / self.total, 1.0) if self.total else 0.0

@@ -8,8 +8,12 @@ one), forwards the worker's events as they come, and turns the result into a ``T
 
 from __future__ import annotations
 
+import dataclasses
+
 from dashboard.intake.reader import file_digest, load_model
-from dashboard.timeline.model import DEFAULT_TIMEOUT, TimelineOptions, TimelineRun
+from dashboard.messages import (ProgressEvent, Setup, Status, StrategyStart, TimelineArgs, TimelineEvent,
+                                TimelineRequest, Upload)
+from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun
 
 
 def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event=None,
@@ -21,10 +25,46 @@ def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event
     notify = on_event or (lambda message: None)
     with device.connect() as worker:
         remote_path = worker.send_model(model_path, file_digest(model_path),
-                                        on_event=lambda e: notify({"type": "upload", **e}))
-        result = worker.call("timeline", {"model": remote_path, "options": options.to_json()},
-                             timeout=timeout, on_event=notify)
-        hello = dict(worker.hello or {})
+                                        on_event=notify)
+        result = worker.call("timeline", TimelineArgs(remote_path, options), timeout=timeout, on_event=notify)
+        hello = worker.hello.to_json() if worker.hello else {}
     info = {**device.to_json(), "worker": hello, "model_path": remote_path}
-    run = TimelineRun.from_json({**result, "device": info, "model": model_path})
-    return run
+    return dataclasses.replace(result, device=info, model=model_path)
+
+
+class LiveRun:
+    """A run as it streams in from the worker: what the page's live chart and the CLI's progress
+    show. ``feed`` takes each progress event of the run (``dashboard.messages``)."""
+
+    def __init__(self, options: TimelineOptions) -> None:
+        self.strategies: dict[str, StrategyRun] = {}
+        self.fast: dict = {}
+        self.target: dict = {}
+        self.current: str | None = None
+        self.status = "starting the worker"
+        self.total = options.requests * len(options.strategies)
+        self.answered = 0
+
+    def feed(self, message: ProgressEvent) -> None:
+        if isinstance(message, Status):
+            self.status = message.message
+        elif isinstance(message, Setup):
+            self.fast, self.target = dict(message.fast), dict(message.target)
+        elif isinstance(message, Upload):
+            self.status = f"uploading the model: {message.sent / max(message.total, 1):.0%}"
+        elif isinstance(message, StrategyStart):
+            self.current = message.strategy
+            self.strategies[message.strategy] = StrategyRun(name=message.strategy, backends=dict(message.backends))
+            self.status = f"{STRATEGY_TITLES.get(message.strategy, message.strategy)}: starting"
+        elif isinstance(message, TimelineEvent) and message.strategy in self.strategies:
+            event = message.event
+            self.strategies[message.strategy].events.append(event)
+            title = STRATEGY_TITLES.get(message.strategy, message.strategy)
+            self.status = f"{title}: {event.kind.replace('_', ' ')} ({event.backend})"
+        elif isinstance(message, TimelineRequest) and message.strategy in self.strategies:
+            self.strategies[message.strategy].requests.append(message.request)
+            self.answered += 1
+
+    @property
+    def fraction(self) -> float:
+        return min(self.answered / self.total, 1.0) if self.total else 0.0

@@ -41,13 +41,15 @@ from dashboard.classify.ep_rules import classify_ep
 from dashboard.errors import UserError, one_line
 from dashboard.intake.reader import file_digest, load_model
 from dashboard.intake.shapes import resolve_dims
-from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionConfig, SessionHandle, create_session, probe_backend,
-                                   random_inputs, register, shared_memory_device, shared_memory_status, soc_info,
-                                   versions)
-from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions
+from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
+                                TimelineRequest)
+from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, probe_backend, random_inputs,
+                                   register, shared_memory_device, shared_memory_status, soc_info, versions)
+from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.switch import SessionSwitch
 
-Emit = Callable[[dict], None]
+Emit = Callable[[ProgressEvent], None]
 
 BACKEND_LABELS = {"cpu": "CPU EP", "gpu": "QNN GPU", "htp": "QNN HTP"}
 NO_GPU_LABEL = "CPU EP (no QNN GPU on this host)"
@@ -56,14 +58,12 @@ SHARED_MEMORY_RUNS = 10
 FIRST_ANSWER_WAIT_S = 10.0  # the target's compile waits at most this long for the fast session's first answer
 
 
-def run_worker(args: dict, emit: Emit) -> dict:
-    """Worker entry: ``{"model": path on this host, "options": TimelineOptions JSON}``."""
-    model = str(args.get("model") or "")
-    if not model or not Path(model).is_file():
-        raise UserError(f"model not found on the device: {model or '(none given)'}")
-    options = TimelineOptions.from_json(dict(args.get("options") or {}))
+def run_worker(args: TimelineArgs, emit: Emit) -> TimelineRun:
+    """Worker entry: the model (a path on this host) and the options."""
+    if not args.model or not Path(args.model).is_file():
+        raise UserError(f"model not found on the device: {args.model or '(none given)'}")
     with tempfile.TemporaryDirectory(prefix="qnn-lab-timeline-") as scratch:
-        return Runner(model, options, emit, Path(scratch)).run()
+        return Runner(args.model, args.options, emit, Path(scratch)).run()
 
 
 def context_store() -> Path:
@@ -97,13 +97,13 @@ class Recorder:
         event = Event(round(self.now() if t is None else max(t, 0.0), 6), kind, backend, detail)
         with self._lock:
             self.run.events.append(event)
-            self._emit({"type": "event", "strategy": self.strategy, **event.to_json()})
+            self._emit(TimelineEvent(self.strategy, event))
         return event
 
     def request(self, request: Request) -> None:
         with self._lock:
             self.run.requests.append(request)
-            self._emit({"type": "request", "strategy": self.strategy, **request.to_json()})
+            self._emit(TimelineRequest(self.strategy, request))
 
 
 class Slot:
@@ -235,30 +235,25 @@ class Runner:
         self._profiles = 0
 
     # -- the run -------------------------------------------------------------------------------
-    def run(self) -> dict:
+    def run(self) -> TimelineRun:
         prime = self._prime()
         strategies = {}
         for name in self.options.strategies:
-            run = getattr(self, f"_strategy_{name}")()
-            strategies[name] = run.to_json()
+            run = strategies[name] = getattr(self, f"_strategy_{name}")()
+            run.events.sort(key=lambda e: e.t)
+            run.requests.sort(key=lambda r: r.id)
             with self.lock:
-                self._emit({"type": "strategy_end", "strategy": name, "metrics": strategies[name]["metrics"]})
+                self._emit(StrategyEnd(name, run.metrics))
         if self.shared.get("available"):
             self.shared.update(self._copy_vs_zero_copy())
-        return {
-            "model": self.model,
-            "options": self.options.to_json(),
-            "workload": {"requests": self.options.requests, "rate": self.options.rate,
-                         "concurrency": self.options.concurrency, "input_sets": len(self.inputs),
-                         "inputs": self.options.inputs or "generated from the model's input specs",
-                         "dims": self.dims},
-            "fast": self.fast,
-            "target": {"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]},
-            "prime": prime,
-            "shared_memory": self.shared,
-            "runtime": {**versions(), "soc": soc_info()},
-            "strategies": strategies,
-        }
+        return TimelineRun(
+            device={}, model=self.model, options=self.options.to_json(),
+            workload={"requests": self.options.requests, "rate": self.options.rate,
+                      "concurrency": self.options.concurrency, "input_sets": len(self.inputs),
+                      "inputs": self.options.inputs or "generated from the model's input specs", "dims": self.dims},
+            strategies=strategies, fast=self.fast,
+            target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]},
+            shared_memory=self.shared, prime=prime, runtime={**versions(), "soc": soc_info()})
 
     def _prime(self) -> dict:
         """Load the QNN libraries, pick the fast backend, build the inputs and CPU reference."""
@@ -283,8 +278,8 @@ class Runner:
             ok, reason = shared_memory_status()
             self.shared.update({"available": ok, "reason": reason})
         with self.lock:
-            self._emit({"type": "setup", "fast": self.fast,
-                        "target": {"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]}})
+            self._emit(Setup(self.fast, {"backend": self.options.target,
+                                         "label": BACKEND_LABELS[self.options.target]}))
         return {"seconds": round(time.perf_counter() - start, 3),
                 "target_probe": {"ok": target_probe.ok, "error": target_probe.error}}
 
@@ -399,7 +394,7 @@ class Runner:
         rec = Recorder(name, self._emit, self.lock, self.options.requests)
         rec.run.backends = dict(backends)
         with self.lock:
-            self._emit({"type": "strategy_start", "strategy": name, "backends": backends})
+            self._emit(StrategyStart(name, backends))
         return rec
 
     def _single(self, rec: Recorder, backend: str, model: str, *, warm: bool,
@@ -584,7 +579,7 @@ class Runner:
 
     def _status(self, message: str) -> None:
         with self.lock:
-            self._emit({"type": "status", "message": message})
+            self._emit(Status(message))
 
 
 def _timed_runs(slot: Slot, inputs: list[dict[str, np.ndarray]], runs: int) -> float:

@@ -19,7 +19,8 @@ import streamlit as st
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.shapes import TensorShape, default_dims, is_float_model
+from dashboard.intake.shapes import default_dims, is_float_model
+from dashboard.messages import ProgressEvent, Stage, Upload
 from dashboard.partition import gpu_rules
 from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
 from dashboard.partition.plans import SEGMENT_LABELS
@@ -151,11 +152,11 @@ def _report(selected, options: PartitionOptions, timeout: float,
     with st.status("Analysing partitions…", expanded=True) as status:
         bar = st.progress(0.0, text="starting")
 
-        def on_event(event: dict) -> None:
-            if "stage" in event:
-                bar.progress(min(max(float(event.get("progress", 0.0)), 0.0), 1.0), text=event["stage"])
-            elif event.get("kind") == "upload":
-                bar.progress(0.0, text=f"sending the model: {event['sent'] / max(event['total'], 1):.0%}")
+        def on_event(event: ProgressEvent) -> None:
+            if isinstance(event, Stage):
+                bar.progress(min(max(event.progress, 0.0), 1.0), text=event.stage)
+            elif isinstance(event, Upload):
+                bar.progress(0.0, text=f"sending the model: {event.sent / max(event.total, 1):.0%}")
 
         try:
             report = analyze(selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
@@ -176,7 +177,7 @@ def _report(selected, options: PartitionOptions, timeout: float,
 
 def _summary(report: PartitionReport) -> dict:
     return {"counts": report.classes.counts(), "classes": report.classes.of(),
-            "segments": {k: p["segment_count"] for k, p in report.plans.items()}}
+            "segments": {k: p.segment_count for k, p in report.plans.items()}}
 
 
 def _diff_against_previous(report: PartitionReport, options: PartitionOptions) -> None:
@@ -266,24 +267,24 @@ def _plans(report: PartitionReport) -> None:
         st.info("Plans need per-node verdicts from both backends.")
         return
     for kind, plan in report.plans.items():
-        counts = ", ".join(f"{n} {SEGMENT_LABELS[b]}" for b, n in plan["segments_by_backend"].items())
-        size = f"{plan['transfer_bytes']:,} bytes" + ("" if plan["bytes_complete"] else
-                                                      f" + {plan['unknown_tensors']} tensor(s) of unknown size")
-        st.markdown(f"**{kind}** plan: {plan['segment_count']} segment(s) ({counts}); boundary copies {size}")
+        counts = ", ".join(f"{n} {SEGMENT_LABELS[b]}" for b, n in plan.segments_by_backend.items())
+        size = f"{plan.transfer_bytes:,} bytes" + ("" if plan.bytes_complete else
+                                                      f" + {plan.unknown_tensors} tensor(s) of unknown size")
+        st.markdown(f"**{kind}** plan: {plan.segment_count} segment(s) ({counts}); boundary copies {size}")
         st.plotly_chart(graph_render.strip_figure(plan), key=f"strip_{kind}", config={"displayModeBar": False})
         with st.expander(f"{kind}: segments and the tensors crossing their boundaries"):
-            rows = [{"#": s["index"], "backend": SEGMENT_LABELS[s["backend"]], "nodes": len(s["nodes"]),
-                     "first node": short(s["nodes"][0], 50), "inputs": len(s["inputs"]),
-                     "outputs": len(s["outputs"]), "boundary bytes": s["boundary_bytes"],
-                     "unknown sizes": s["unknown_tensors"]} for s in plan["segments"]]
+            rows = [{"#": s.index, "backend": SEGMENT_LABELS[s.backend], "nodes": len(s.nodes),
+                     "first node": short(s.nodes[0], 50), "inputs": len(s.inputs),
+                     "outputs": len(s.outputs), "boundary bytes": s.boundary_bytes,
+                     "unknown sizes": s.unknown_tensors} for s in plan.segments]
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-            pick = st.selectbox("Segment", [s["index"] for s in plan["segments"]], key=f"pt_seg_{kind}")
-            seg = plan["segments"][pick]
+            pick = st.selectbox("Segment", [s.index for s in plan.segments], key=f"pt_seg_{kind}")
+            seg = plan.segments[pick]
             st.dataframe(pd.DataFrame(
-                [{"direction": "in", "tensor": short(r["name"]), "shape": r["shape"], "bytes": r["bytes"],
-                  "from/to": ", ".join(r["peer"])} for r in seg["inputs"]]
-                + [{"direction": "out", "tensor": short(r["name"]), "shape": r["shape"], "bytes": r["bytes"],
-                    "from/to": ", ".join(r["peer"])} for r in seg["outputs"]]), hide_index=True, width="stretch")
+                [{"direction": "in", "tensor": short(r.name), "shape": r.shape, "bytes": r.bytes,
+                  "from/to": ", ".join(r.peer)} for r in seg.inputs]
+                + [{"direction": "out", "tensor": short(r.name), "shape": r.shape, "bytes": r.bytes,
+                    "from/to": ", ".join(r.peer)} for r in seg.outputs]), hide_index=True, width="stretch")
     st.caption("Segments are contiguous runs in a topological order chosen to keep runs long; 'host' is the "
                "application (graph inputs and outputs). Unknown sizes are listed but not added to the bytes.")
 
@@ -310,23 +311,23 @@ def _graph(report: PartitionReport, graph: ModelGraph) -> None:
                      help=f"Models above {graph_render.DETAIL_LIMIT} nodes start collapsed into segments.")
     segment = None
     if view == "one segment":
-        segment = right.selectbox("Segment", [s["index"] for s in plan["segments"]], key="pt_zoom",
-                                  format_func=lambda i: f"{i}: {SEGMENT_LABELS[plan['segments'][i]['backend']]} "
-                                                        f"({len(plan['segments'][i]['nodes'])} nodes)")
+        segment = right.selectbox("Segment", [s.index for s in plan.segments], key="pt_zoom",
+                                  format_func=lambda i: f"{i}: {SEGMENT_LABELS[plan.segments[i]['backend']]} "
+                                                        f"({len(plan.segments[i]['nodes'])} nodes)")
     if view == "collapsed segments":
         fig = graph_render.segment_figure(plan)
     else:
         if color_by == "class":
             key_of, colors, labels = classes, graph_render.CLASS_COLORS, {**CLASS_LABELS, "context": "context"}
         else:
-            key_of = {n: s["backend"] for s in plan["segments"] for n in s["nodes"]}
+            key_of = {n: s.backend for s in plan.segments for n in s.nodes}
             key_of.update({n: "removed" for n in report.classes.removed})
             colors = {**graph_render.BACKEND_COLORS, "removed": graph_render.CLASS_COLORS["removed"],
                       "context": graph_render.CLASS_COLORS["context"]}
             labels = {**graph_render.BACKEND_LABELS, "removed": "removed by ORT", "context": "context"}
         nodes = _draw_nodes(graph, report.node_order)
         if segment is not None:
-            nodes, context = graph_render.zoom_nodes(nodes, set(plan["segments"][segment]["nodes"]))
+            nodes, context = graph_render.zoom_nodes(nodes, set(plan.segments[segment]["nodes"]))
             key_of = {**key_of, **{n: "context" for n in context}}
         hover = {n.name: f"{n.name} · {n.op_type} · {CLASS_LABELS.get(classes.get(n.name), '')}" for n in nodes}
         fig = graph_render.graph_figure(nodes, key_of, colors, labels, hover, st.session_state.get(_NODE))
@@ -399,7 +400,7 @@ def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
     st.dataframe(pd.DataFrame(_verdict_rows(report, name)), hide_index=True, width="stretch",
                  column_config={"reason": st.column_config.TextColumn(width="large")})
     shapes = report.shapes
-    rows = [{"io": io, "tensor": short(t), "shape": TensorShape.from_json(shapes[t]).text() if t in shapes else "?",
+    rows = [{"io": io, "tensor": short(t), "shape": shapes[t].text() if t in shapes else "?",
              "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))
             for t in tensors if t]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -10,6 +10,7 @@ whether outputs agreed. Runs stay in the session, download as JSON/CSV and can b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from datetime import datetime
@@ -20,13 +21,14 @@ import streamlit as st
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import default_dims, is_float_model
+from dashboard.messages import ProgressEvent, StrategyEnd, StrategyStart
 from dashboard.partition.analysis import parse_assignments
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, strategy_bars
 from dashboard.runtime.socs import DEFAULT_SOC, SOCS
-from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES, LiveRun,
+from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv,
                                       strategy_table)
-from dashboard.timeline.remote import run_on_device
+from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
 from dashboard.views.devices import select_device
 from dashboard.views.safe import md, short
@@ -116,10 +118,10 @@ def _run(device, selected, options: TimelineOptions) -> None:
     gantt_box, chart_box = st.empty(), st.empty()
     redraw = {"at": 0.0, "n": 0}
 
-    def on_event(message: dict) -> None:
+    def on_event(message: ProgressEvent) -> None:
         live.feed(message)
         now = time.monotonic()
-        if message.get("type") not in ("strategy_start", "strategy_end") and now - redraw["at"] < LIVE_REDRAW_S:
+        if not isinstance(message, (StrategyStart, StrategyEnd)) and now - redraw["at"] < LIVE_REDRAW_S:
             return
         redraw["at"] = now
         redraw["n"] += 1
@@ -160,7 +162,7 @@ def _results() -> None:
                          key="tl_shown_pick")
     st.session_state[_SHOWN] = label
     data = next(r["data"] for r in runs if r["label"] == label)
-    run = TimelineRun.from_json(data, label=label)
+    run = dataclasses.replace(TimelineRun.from_json(data), label=label)
     _summary(run)
     _comparison(run)
     _strategies(run)
@@ -280,7 +282,7 @@ def _compare_runs(runs: list[dict]) -> None:
     st.subheader("Compare runs", anchor=False)
     labels = [r["label"] for r in runs]
     picked = st.multiselect("Runs", labels, default=labels[-2:], key="tl_compare")
-    chosen = [TimelineRun.from_json(r["data"], label=r["label"]) for r in runs if r["label"] in picked]
+    chosen = [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"]) for r in runs if r["label"] in picked]
     if len(chosen) < 2:
         st.caption("Pick two or more runs.")
         return

@@ -1,0 +1,284 @@
+"""Every message of the worker protocol, and the progress events pages and the CLI receive, as
+typed records (``dashboard.serde``): one module, so both ends of the protocol and every consumer
+of an event agree on one definition.
+
+The protocol (``dashboard.runtime.worker`` and ``dashboard.runtime.client``) is line-delimited
+JSON. The worker greets with ``WorkerHello``; each ``WorkerRequest`` is answered by any number of
+``WorkerProgress`` lines and one ``WorkerReply``. ``COMMANDS`` names, per command, the record its
+arguments must be, the record its result must be, and the handler that runs it: the worker checks
+arguments before running anything, and the client checks every reply, so a forged or garbled line
+is one ``SchemaError`` line, never a ``KeyError`` deep in a page.
+
+Progress events carry a ``type`` tag that selects their record (``EVENT_TYPES``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Union
+
+from dashboard.intake.shapes import TensorShape
+from dashboard.partition.report import BackendReport
+from dashboard.runtime.config import SessionConfig
+from dashboard.serde import Record, SchemaError, load
+from dashboard.timeline.model import Event, Request, TimelineOptions, TimelineRun
+
+PROTOCOL_VERSION = 2
+DIGEST = re.compile(r"[0-9a-f]{32}")  # dashboard.intake.reader.file_digest: blake2b, 16 bytes, hex
+
+
+def check_digest(digest: str) -> None:
+    """A model digest names a folder of the worker's model store: anything but the exact hex form
+    (``../../etc/ssh``) is refused before it reaches a path."""
+    if not DIGEST.fullmatch(digest):
+        raise SchemaError(f"bad model digest {digest[:40]!r} (32 lowercase hex digits)")
+
+
+# -- the envelope ---------------------------------------------------------------------------------
+@dataclass
+class WorkerHello(Record):
+    protocol: int
+    pid: int
+
+
+@dataclass
+class WorkerRequest(Record):
+    id: int
+    cmd: str
+    args: dict = field(default_factory=dict)
+
+
+@dataclass
+class WorkerReply(Record):
+    id: int | None
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    kind: Literal["user", "internal"] | None = None
+
+
+@dataclass
+class WorkerProgress(Record):
+    id: int
+    event: dict
+
+
+# -- progress events --------------------------------------------------------------------------------
+@dataclass
+class Stage(Record):
+    """A step of a partition analysis, with the fraction done."""
+
+    stage: str
+    progress: float
+    backend: str | None = None
+    type: Literal["stage"] = "stage"
+
+
+@dataclass
+class Upload(Record):
+    """Model bytes sent to a remote worker so far."""
+
+    sent: int
+    total: int
+    type: Literal["upload"] = "upload"
+
+
+@dataclass
+class Probing(Record):
+    backend: str
+    type: Literal["probing"] = "probing"
+
+
+@dataclass
+class Status(Record):
+    """What a timeline run is doing now, in words."""
+
+    message: str
+    type: Literal["status"] = "status"
+
+
+@dataclass
+class Setup(Record):
+    """The backends a timeline run chose (fast: the QNN GPU, or the CPU EP without one)."""
+
+    fast: dict
+    target: dict
+    type: Literal["setup"] = "setup"
+
+
+@dataclass
+class StrategyStart(Record):
+    strategy: str
+    backends: dict[str, str]
+    type: Literal["strategy_start"] = "strategy_start"
+
+
+@dataclass
+class StrategyEnd(Record):
+    strategy: str
+    metrics: dict
+    type: Literal["strategy_end"] = "strategy_end"
+
+
+@dataclass
+class TimelineEvent(Record):
+    strategy: str
+    event: Event
+    type: Literal["event"] = "event"
+
+
+@dataclass
+class TimelineRequest(Record):
+    strategy: str
+    request: Request
+    type: Literal["request"] = "request"
+
+
+ProgressEvent = Union[Stage, Upload, Probing, Status, Setup, StrategyStart, StrategyEnd, TimelineEvent,
+                      TimelineRequest]
+EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Stage, Upload, Probing, Status, Setup, StrategyStart,
+                                                             StrategyEnd, TimelineEvent, TimelineRequest)}
+
+
+def event_from_json(data: Any) -> ProgressEvent:
+    """The progress event ``data`` encodes (its ``type`` picks the record)."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind not in EVENT_TYPES:
+        raise SchemaError(f"progress event of unknown type {kind!r}")
+    return load(EVENT_TYPES[kind], data, f"event {kind}")
+
+
+# -- commands ---------------------------------------------------------------------------------------
+@dataclass
+class NoArgs(Record):
+    pass
+
+
+@dataclass
+class HostInfo(Record):
+    hostname: str
+    os: str
+    arch: str
+    python: str
+    onnxruntime: str
+    onnxruntime_qnn: str
+    qnn_sdk: str
+    protocol: int = PROTOCOL_VERSION
+
+
+@dataclass
+class ProbeArgs(Record):
+    backends: list[Literal["htp", "gpu", "cpu"]] = field(default_factory=lambda: ["htp", "gpu", "cpu"])
+
+
+@dataclass
+class BackendProbe(Record):
+    ok: bool
+    error: str | None
+    seconds: float
+
+
+@dataclass
+class SharedMemoryProbe(Record):
+    ok: bool
+    reason: str | None
+
+
+@dataclass
+class ProbeResult(HostInfo):
+    backends: dict[str, BackendProbe] = field(default_factory=dict)
+    soc: dict = field(default_factory=dict)
+    shared_memory: SharedMemoryProbe | None = None
+
+
+@dataclass
+class DigestArgs(Record):
+    digest: str
+
+    def __post_init__(self) -> None:
+        check_digest(self.digest)
+
+
+@dataclass
+class ModelChunk(Record):
+    """Part of a model sent to a remote worker (base64 ``data`` at byte ``offset``)."""
+
+    digest: str
+    name: str
+    offset: int
+    data: str
+    final: bool
+
+    def __post_init__(self) -> None:
+        check_digest(self.digest)
+        if self.offset < 0:
+            raise SchemaError(f"bad chunk offset {self.offset}")
+
+
+@dataclass
+class ChunkReceived(Record):
+    received: int | None = None  # bytes so far, until the final chunk
+    path: str | None = None  # where the model is, after the final chunk
+
+
+@dataclass
+class ModelLocation(Record):
+    path: str | None
+
+
+@dataclass
+class CrashArgs(Record):
+    signal: str = "SIGSEGV"
+
+
+@dataclass
+class OrtViewArgs(Record):
+    path: str
+    level: Literal["basic", "extended", "all"] = "basic"
+
+
+@dataclass
+class PartitionArgs(Record):
+    path: str
+    config: SessionConfig
+    backends: list[Literal["htp", "gpu"]]
+
+
+@dataclass
+class PartitionResult(Record):
+    """What the worker measured: per-backend reports keyed by model node, tensor shapes, and how
+    the graph ONNX Runtime partitions relates to the model."""
+
+    backends: dict[str, BackendReport]
+    shapes: dict[str, TensorShape]
+    shape_source: str
+    placement: dict[str, tuple[str, str | None]]
+    optimized_nodes: int
+    renamed_nodes: int
+    runtime: dict[str, str | None]
+    seconds: float
+
+
+@dataclass
+class TimelineArgs(Record):
+    model: str
+    options: TimelineOptions
+
+
+class Command(NamedTuple):
+    args: type
+    result: type | None  # None: the command never answers (it dies, on purpose)
+    handler: str  # "module:function", imported only by a worker that runs the command
+
+
+COMMANDS: dict[str, Command] = {
+    "hello": Command(NoArgs, HostInfo, "dashboard.runtime.worker:hello"),
+    "probe": Command(ProbeArgs, ProbeResult, "dashboard.runtime.worker:probe"),
+    "put_model": Command(ModelChunk, ChunkReceived, "dashboard.runtime.worker:put_model"),
+    "has_model": Command(DigestArgs, ModelLocation, "dashboard.runtime.worker:has_model"),
+    "crash": Command(CrashArgs, None, "dashboard.runtime.worker:crash"),
+    "ort_view": Command(OrtViewArgs, ModelLocation, "dashboard.runtime.worker:ort_view"),
+    "partition": Command(PartitionArgs, PartitionResult, "dashboard.partition.measure:run"),
+    "timeline": Command(TimelineArgs, TimelineRun, "dashboard.timeline.runner:run_worker"),
+}
