@@ -243,6 +243,7 @@ class PartitionArgs(Record):
     path: str
     config: SessionConfig
     backends: list[Literal["htp", "gpu"]]
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # whole shapes of inputs with ``?`` dims
 
 
 @dataclass

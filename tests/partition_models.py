@@ -6,6 +6,8 @@ must do with each node is stated next to it and asserted by the tests against th
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +78,20 @@ def dynamic_model(batch: str | None = "batch") -> onnx.ModelProto:
              numpy_helper.from_array(rng.random((8,), dtype=np.float32), "b")]
     return _model(nodes, [helper.make_tensor_value_info("x", F, [batch, 16])],
                   [helper.make_tensor_value_info("y", F, [batch, 8])], inits)
+
+
+def erf_only_model() -> onnx.ModelProto:
+    """Erf -> Erf: QNN has no Erf builder, so the HTP sets up and refuses both nodes."""
+    nodes = [helper.make_node("Erf", ["x"], ["a"], name="erf0"), helper.make_node("Erf", ["a"], ["y"], name="erf1")]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 8])], [helper.make_tensor_value_info("y", F, [1, 8])])
+
+
+def worker_device(directory: Path, code: str):
+    """A local ``Device`` whose "python" runs ``code`` as the worker: a real process, reached
+    through the same ``Device`` the page and the CLI use (a crashing, hanging or forged worker)."""
+    from dashboard.runtime.devices import Device
+
+    script = Path(directory) / f"python-{abs(hash(code))}"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(code)}\n")
+    script.chmod(0o755)
+    return Device.parse(f"local?python={script}")

@@ -5,11 +5,16 @@ from __future__ import annotations
 import pytest
 
 from dashboard.partition import gpu_rules
-from dashboard.partition.gpu_rules import HtpFacts, NodeFacts, TensorFacts, predict_node
+from dashboard.partition.gpu_rules import NodeFacts, TensorFacts, predict, predict_node
 
 
 def t(name: str, shape=(1, 8), dtype: str = "float32", constant: bool = False) -> TensorFacts:
     return TensorFacts(name, dtype, shape, constant)
+
+
+def k(name: str, value: float) -> TensorFacts:
+    """A one-element constant."""
+    return TensorFacts(name, "float32", (), True, value)
 
 
 def node(op: str, inputs=(), outputs=(), domain: str = "", **attrs) -> NodeFacts:
@@ -30,25 +35,46 @@ def test_matmulnbits_follows_the_ep_gpu_constraints(bits, block, ok, needle):
         assert needle in p.reason
 
 
-def test_backend_independent_htp_refusals_are_reused_verbatim():
-    reason = "Operators of type `Erf` are not supported by QNN EP.Erf node `e` will not be assigned to QNN EP."
-    p = predict_node(node("Erf", [t("x")]), HtpFacts(False, reason, None))
-    assert (p.supported, p.reason, p.source) == (False, reason, "measured-htp")
+def test_mod_with_fmod_is_refused_as_the_ep_does_before_any_backend():
+    p = predict_node(node("Mod", [t("a"), t("b")], fmod=1))
+    assert (p.supported, p.source) == (False, "ep-mod") and "fmod == 0" in p.reason
+    assert predict_node(node("Mod", [t("a"), t("b")], fmod=0)).supported
 
 
-def test_htp_specific_refusals_are_not_copied_to_the_gpu():
-    p = predict_node(node("GroupQueryAttention", [t("q", (1, 1, 64))], domain="com.microsoft"),
-                     HtpFacts(False, "GroupQueryAttention filtered off QNN by the op_affinity provider option.", None))
-    assert p.supported and p.source == "ep-gqa"
+def gelu(root_half: bool, sqrt2: float = 2 ** 0.5) -> list[NodeFacts]:
+    """x / sqrt(2) -> Erf -> + 1 -> * x -> * 0.5 (``root_half``: 0.5 * x first, the other form)."""
+    x = t("x")
+    nodes = [NodeFacts("div", "Div", "", {}, (x, k("s2", sqrt2)), (t("d"),)),
+             NodeFacts("erf", "Erf", "", {}, (t("d"),), (t("e"),)),
+             NodeFacts("add", "Add", "", {}, (t("e"), k("one", 1.0)), (t("a"),))]
+    if root_half:
+        nodes += [NodeFacts("half", "Mul", "", {}, (x, k("h", 0.5)), (t("hx"),)),
+                  NodeFacts("mul", "Mul", "", {}, (t("hx"), t("a")), (t("y"),))]
+    else:
+        nodes += [NodeFacts("mul", "Mul", "", {}, (x, t("a")), (t("m"),)),
+                  NodeFacts("half", "Mul", "", {}, (t("m"), k("h", 0.5)), (t("y"),))]
+    return nodes
 
 
-def test_ep_fusion_groups_carry_over_except_npu_only_ones():
-    gelu = predict_node(node("Erf", [t("x")]), HtpFacts(True, None, "Gelu (GeluFusion)"))
-    assert gelu.supported and gelu.qnn_op == "Gelu (GeluFusion)" and gelu.source == "ep-fusions"
-    lpbq = predict_node(node("MatMul", [t("x")]), HtpFacts(True, None, "MatMul (LPBQMatMulFusion)"))
-    assert not lpbq.supported and "NPU-only" in lpbq.reason
+@pytest.mark.parametrize("root_half", [True, False])
+def test_the_eps_gelu_fusion_is_recognised_from_the_graph(root_half):
+    predictions = predict(gelu(root_half))
+    assert all(p.supported for p in predictions.values())
+    assert predictions["erf"].qnn_op == gpu_rules.GELU_QNN_OP and predictions["erf"].source == "ep-fusions"
+
+
+def test_an_erf_outside_the_pattern_is_refused():
+    assert not predict(gelu(True, sqrt2=2.0))["erf"].supported  # x / 2 is not the GELU's x / sqrt(2)
     alone = predict_node(node("Erf", [t("x")]))
     assert not alone.supported and "not in the QNN GPU rule table" in alone.reason
+    dynamic = predict([n if n.name != "erf" else NodeFacts("erf", "Erf", "", {}, (t("d"),), (t("e", ("n", 8)),))
+                       for n in gelu(True)])
+    assert not dynamic["erf"].supported and dynamic["erf"].reason.startswith("Cannot get shape")
+
+
+def test_group_query_attention_is_claimed_on_gpu():
+    p = predict_node(node("GroupQueryAttention", [t("q", (1, 1, 64))], domain="com.microsoft"))
+    assert p.supported and p.source == "ep-gqa"
 
 
 def test_gpu_specific_refusals():

@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import json
-import sys
+import os
+import threading
+import time
 
+import onnx
 import partition_models as pm
 import pytest
 
 from dashboard.errors import UserError
+from dashboard.intake.samples import sample_path
 from dashboard.messages import Stage
-from dashboard.partition.analysis import PartitionOptions, analyze, parse_assignments
+from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze, parse_assignments
 from dashboard.partition.report import PartitionReport
 
-# Workers whose ``partition`` command crashes natively, or reports progress and then hangs.
-CRASHING_WORKER = [sys.executable, "-c", "import dashboard.messages as m, dashboard.runtime.worker as w\n"
+# Workers whose ``partition`` command crashes natively, reports progress and then hangs, or runs
+# on a host whose GPU backend "initializes" (the probe says so; the session then cannot set up).
+CRASHING_WORKER = ("import dashboard.messages as m, dashboard.runtime.worker as w\n"
                    "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='dashboard.runtime.worker:crash')\n"
-                   "w.serve()"]
-HANGING_WORKER = [sys.executable, "-c", "import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+                   "w.serve()")
+HANGING_WORKER = ("import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
                   "def hang(args, emit):\n"
                   "    emit(m.Stage('compiling', 0.5))\n"
                   "    time.sleep(600)\n"
-                  "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='__main__:hang')\nw.serve()"]
+                  "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='__main__:hang')\nw.serve()")
+GPU_PROBE_SAYS_YES = ("import dashboard.partition.measure as pm, dashboard.runtime.worker as w\n"
+                      "pm.probe_gpu_cached = lambda: (True, None, 'now')\nw.serve()")
 
 
 @pytest.fixture(autouse=True)
@@ -100,9 +107,9 @@ def test_a_corrupt_digest_index_is_ignored_and_rewritten(rejects, tmp_path):
     assert analyze(rejects, PartitionOptions(backends=("htp",))).cached  # found through the rewritten index
 
 
-def test_worker_crash_is_a_status_with_a_suggestion_and_is_not_cached(rejects):
+def test_worker_crash_is_a_status_with_a_suggestion_and_is_not_cached(rejects, tmp_path):
     for _ in range(2):
-        report = analyze(rejects, PartitionOptions(), worker_argv=CRASHING_WORKER, timeout=120)
+        report = analyze(rejects, PartitionOptions(), device=pm.worker_device(tmp_path, CRASHING_WORKER), timeout=120)
         assert not report.cached
         for backend in ("htp", "gpu"):
             status = report.backends[backend]
@@ -112,13 +119,56 @@ def test_worker_crash_is_a_status_with_a_suggestion_and_is_not_cached(rejects):
         assert report.classes.note and report.plans == {}
 
 
-def test_worker_hang_is_stopped_by_the_timeout(rejects):
+def test_worker_hang_is_stopped_by_the_timeout(rejects, tmp_path):
     events = []
-    report = analyze(rejects, PartitionOptions(backends=("htp",)), worker_argv=HANGING_WORKER, timeout=5,
-                     on_event=events.append)
+    report = analyze(rejects, PartitionOptions(backends=("htp",)), device=pm.worker_device(tmp_path, HANGING_WORKER),
+                     timeout=5, on_event=events.append)
     assert Stage("compiling", 0.5) in events  # progress flowed before the hang
     htp = report.backends["htp"]
     assert htp.status == "failed" and "did not finish" in htp.error and "--timeout" in htp.suggestion
+
+
+def test_cancel_stops_the_worker_at_once_and_caches_nothing(rejects, tmp_path):
+    cancel, events, outcome = Cancellation(), [], {}
+
+    def run():
+        try:
+            analyze(rejects, PartitionOptions(backends=("htp",)), device=pm.worker_device(tmp_path, HANGING_WORKER),
+                    timeout=600, on_event=events.append, cancel=cancel)
+        except Cancelled as exc:
+            outcome["cancelled"] = str(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while Stage("compiling", 0.5) not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = cancel._worker.pid
+    cancel.cancel()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and outcome == {"cancelled": "the analysis was cancelled"}
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the worker is gone, not left compiling
+    assert not [p for p in (tmp_path / "cache" / "partitions").glob("*.json") if p.name != "digests.json"]
+
+
+def test_a_backend_that_cannot_set_up_is_failed_with_qnns_reason(rejects, tmp_path):
+    """On a host whose QNN backend does not set up, ONNX Runtime still builds the session and runs
+    every node on the CPU EP. That is a failure with QNN's message, not "measured, 0 claimed"."""
+    report = analyze(rejects, PartitionOptions(), device=pm.worker_device(tmp_path, GPU_PROBE_SAYS_YES), timeout=300)
+    gpu = report.backends["gpu"]
+    assert gpu.status == "failed" and not gpu.nodes
+    assert "QNN_BACKEND_ERROR_CANNOT_INITIALIZE" in gpu.error and "does not initialize" in gpu.suggestion
+    assert report.backends["htp"].status == "measured"
+
+
+def test_a_backend_that_refuses_every_node_is_still_a_measurement(tmp_path):
+    """Refusing every node is not failing to set up: the EP's reasons are the measurement."""
+    report = analyze(pm.save(pm.erf_only_model(), tmp_path, "erf"), PartitionOptions(backends=("htp",)), timeout=300)
+    htp = report.backends["htp"]
+    assert htp.status == "measured" and htp.error is None
+    assert {n: v.status for n, v in htp.nodes.items()} == {"erf0": "rejected", "erf1": "rejected"}
+    assert all("Operators of type `Erf` are not supported" in v.reason for v in htp.nodes.values())
 
 
 def test_device_report_replaces_the_prediction(rejects, tmp_path):
@@ -167,3 +217,49 @@ def test_bad_options_are_user_errors():
         parse_assignments(["batch"], "--dim", integer=True)
     assert PartitionOptions(fp16=True).soc == "sc8380xp"
     assert PartitionOptions(soc="57").soc == "sm8650"
+
+
+def test_gpu_prediction_does_not_depend_on_the_htp_options():
+    """GPT-2 without a cache, all dimensions fixed: in float32 the HTP cannot finalize it, in fp16
+    it can. The predicted GPU column is the same either way (it was 147 vs 25 of 505 nodes when it
+    read the HTP's verdicts), and its shapes come from the graph ORT hands the EPs."""
+    model = "tests/data/exports/hf_gpt2_no_cache.onnx"
+    fp32 = analyze(model, PartitionOptions(fp16=False), timeout=600)
+    fp16 = analyze(model, PartitionOptions(fp16=True, soc="sm8650"), timeout=600)
+    assert fp32.backends["htp"].status == "failed" and fp16.backends["htp"].status == "measured"
+    gpu32, gpu16 = fp32.backends["gpu"], fp16.backends["gpu"]
+    assert gpu32.status == gpu16.status == "predicted"
+    assert {n: v.to_json() for n, v in gpu32.nodes.items()} == {n: v.to_json() for n, v in gpu16.nodes.items()}
+    claimed = sum(v.supported for v in gpu32.nodes.values())
+    assert claimed >= sum(v.supported for v in fp16.backends["htp"].nodes.values())  # every node the HTP takes
+    assert not any("Cannot get shape" in (v.reason or "") for v in gpu32.nodes.values())
+
+
+def test_an_soc_whose_layout_transform_fails_gets_one_message_and_a_next_step():
+    cnn = sample_path("cnn_classifier.onnx")
+    report = analyze(cnn, PartitionOptions(backends=("htp", "gpu"), fp16=True, soc="sc8280x"), timeout=600)
+    htp = report.backends["htp"]
+    assert htp.status == "failed" and "NHWC" in htp.error  # the runtime's own message, kept for the record
+    assert "choose another SoC" in htp.suggestion and "sc8280x" in htp.suggestion
+    assert "NHWC" not in report.classes.note  # said once, not repeated under the classes
+
+
+def test_a_missing_external_data_file_says_so(tmp_path):
+    onnx.save(pm.dynamic_model(), tmp_path / "ext.onnx", save_as_external_data=True, location="ext.onnx.data",
+              size_threshold=0)
+    (tmp_path / "ext.onnx.data").unlink()
+    with pytest.raises(UserError, match=r"external-data file 'ext.onnx.data' is missing"):
+        analyze(tmp_path / "ext.onnx", PartitionOptions())
+
+
+def test_input_shapes_are_checked_against_the_model(tmp_path):
+    path = pm.save(pm.dynamic_model(batch=None), tmp_path, "unnamed")
+    for shapes, message in [({"y": (1, 16)}, "no input 'y'"), ({"x": (1, 16, 1)}, "rank 2"),
+                            ({"x": (1, 15)}, "fixed to 16")]:
+        with pytest.raises(UserError, match=message):
+            analyze(path, PartitionOptions(shapes=shapes))
+    named = pm.save(pm.dynamic_model(), tmp_path, "named")
+    with pytest.raises(UserError, match="set 'batch' to 2 instead"):
+        analyze(named, PartitionOptions(shapes={"x": (2, 16)}))
+    with pytest.raises(UserError, match="positive integer"):
+        PartitionOptions(shapes={"x": (0, 16)})

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import socket
 import subprocess
 import sys
 
 import partition_models as pm
 import pytest
+from test_devices_ssh import ssh_device, sshd  # noqa: F401 - the loopback sshd fixture
 
 from dashboard.runtime.client import PROJECT_ROOT
 
@@ -35,12 +38,15 @@ def test_json_contract_and_out_file(env, tmp_path):
     for name in ("htp", "gpu"):
         backend = data["backends"][name]
         assert backend["status"] in ("measured", "predicted", "failed")
-        assert set(backend["runtime"]) == {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}
+        assert set(backend["runtime"]) == {"onnxruntime", "onnxruntime_qnn", "qnn_sdk", "hardware"}
         assert isinstance(backend["qnn_subgraphs"], int)
         for node in backend["nodes"].values():
             assert {"op_type", "supported", "reason", "qnn_op"} <= set(node)
             assert isinstance(node["supported"], bool)
     assert data["backends"]["htp"]["nodes"]["erf0"]["supported"] is False
+    if platform.machine() == "x86_64":
+        assert data["backends"]["htp"]["runtime"]["hardware"] == "simulator"
+    assert data["backends"]["gpu"]["runtime"]["hardware"] is None  # predicted: no hardware
     assert set(data["classes"]) >= {"both", "gpu_only", "htp_only", "neither"}
     for kind in ("intersection", "segmented"):
         for seg in data["plans"][kind]["segments"]:
@@ -55,6 +61,8 @@ def test_text_output_names_the_refused_nodes_and_reasons(env, tmp_path):
     assert "erf0 [Erf]: Operators of type `Erf` are not supported" in done.stdout
     assert "mod0 [Mod]: QNN Mod Op only support fmod == 0" in done.stdout
     assert "creating the HTP session" in done.stderr  # progress on stderr, not in the report
+    if platform.machine() == "x86_64":
+        assert "HTP: MEASURED - measured on the HTP simulator of" in done.stdout
 
 
 def test_device_report_flag_imports_measured_gpu(env, tmp_path):
@@ -76,6 +84,11 @@ def test_device_report_flag_imports_measured_gpu(env, tmp_path):
     (["{model}", "--backends", "npu"], "unknown backend"),
     (["{model}", "--option", "novalue"], "NAME=VALUE"),
     (["{model}", "--device-report", "/no/such/report.json"], "cannot read the device report"),
+    (["{model}", "--shape", "x"], "is not NAME=D1,D2"),
+    (["{model}", "--shape", "x=1,two"], "every dimension must be a positive integer"),
+    (["{model}", "--shape", "nope=1,16"], "no input 'nope'"),
+    (["{model}", "--device", "ftp://board"], "must be 'local' or ssh://"),
+    (["{model}", "--dev", "local"], "unrecognized arguments: --dev"),  # no prefix matching
 ])
 def test_bad_input_is_one_error_line_and_exit_2(env, tmp_path, args, message):
     model = pm.save(pm.rejects_model(), tmp_path, "rejects")
@@ -107,3 +120,38 @@ def test_optimization_level_flag_reaches_the_measurement(tmp_path):
     statuses = {v["status"] for v in report["backends"]["htp"]["nodes"].values()}
     assert not statuses & {"removed", "fused"}
     assert report["classes"]["removed"] == []
+
+
+def test_shape_fixes_an_input_with_unnamed_dimensions(env, tmp_path):
+    model = pm.save(pm.dynamic_model(batch=None), tmp_path, "unnamed")
+    plain = json.loads(cli(env, model, "--json", "--backends", "htp").stdout)
+    assert not any(v["supported"] for v in plain["backends"]["htp"]["nodes"].values())
+    done = cli(env, model, "--shape", "x=1,16", "--backends", "htp")
+    assert done.returncode == 0, done.stderr
+    assert "input shapes: x=[1, 16]" in done.stdout and "claims 3/3 nodes" in done.stdout
+
+
+def test_device_measures_over_ssh_and_uploads_the_model_once(env, sshd, tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    device = ssh_device(sshd)
+    done = cli(env, model, "--json", "--device", device.url, "--backends", "htp")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["device"] == device.label
+    assert data["backends"]["htp"]["status"] == "measured"
+    assert not data["backends"]["htp"]["nodes"]["erf0"]["supported"]
+    stored = sshd["root"] / "remote_models" / data["digest"] / model.name
+    assert stored.read_bytes() == model.read_bytes()  # the bytes went over the protocol
+    again = cli(env, model, "--device", device.url, "--backends", "htp", "--dim", "unused=2")
+    assert again.returncode == 0, again.stderr
+    assert "sending the model" not in again.stderr  # found on the device by digest
+
+
+def test_unreachable_device_is_one_error_line(env, tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = cli(env, model, "--json", "--device", f"ssh://nobody@127.0.0.1:{port}?connect_timeout=5")
+    assert done.returncode == 2 and done.stderr.startswith("error: cannot reach ssh://nobody@127.0.0.1")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import re
 import subprocess
 import sys
@@ -56,8 +57,11 @@ def test_rejected_nodes_carry_the_eps_reasons_and_model_names(worker, tmp_path):
     assert result["renamed_nodes"] == 1
     gpu = result["backends"]["gpu"]
     assert gpu["status"] == "predicted" and "does not initialize" in gpu["source"]
-    assert gpu["nodes"]["erf0"]["reason"] == nodes["erf0"]["reason"]  # backend-independent refusal
+    assert "not in the QNN GPU rule table" in gpu["nodes"]["erf0"]["reason"]  # its own reason, not the HTP's
+    assert "fmod == 0" in gpu["nodes"]["mod0"]["reason"]
     assert gpu["nodes"]["conv0"]["supported"]
+    assert htp["runtime"]["hardware"] == ("simulator" if platform.machine() == "x86_64" else htp["runtime"]["hardware"])
+    assert gpu["runtime"]["hardware"] is None  # a prediction was measured on nothing
 
 
 def _bare_assignment(path: str, dims: dict, fp16: bool) -> list:
@@ -149,5 +153,21 @@ def test_unnamed_dynamic_dimension_gets_a_status_and_a_suggestion(tmp_path):
     htp = report.backends["htp"]
     assert htp.status == "measured"
     assert not any(v.supported for v in htp.nodes.values())
-    assert "unknown shapes" in htp.suggestion and "unnamed dynamic dimensions: x" in htp.suggestion
+    assert "unknown shapes" in htp.suggestion and "--shape NAME=D1,D2,...: x)" in htp.suggestion
     assert any("unnamed dynamic" in note for note in report.notes)
+
+
+def test_a_whole_input_shape_fixes_an_unnamed_dimension(tmp_path):
+    """As onnxruntime's make_dynamic_shape_fixed: the sessions get a copy whose input declares the
+    shape; the file is unchanged, and the shape reaches the HTP, the GPU prediction and the plans."""
+    path = pm.save(pm.dynamic_model(batch=None), tmp_path, "unnamed")
+    before = path.read_bytes()
+    report = analyze(path, PartitionOptions(shapes={"x": (3, 16)}), timeout=600)
+    assert all(v.supported for v in report.backends["htp"].nodes.values())
+    assert all(v.supported for v in report.backends["gpu"].nodes.values())
+    assert report.backends["htp"].suggestion is None
+    seg = report.plans["intersection"].segments[0]
+    assert {r.name: r.bytes for r in seg.inputs} == {"x": 3 * 16 * 4}
+    assert report.options["shapes"] == {"x": [3, 16]}
+    assert any("analysed with shape [3, 16]" in note for note in report.notes)
+    assert path.read_bytes() == before

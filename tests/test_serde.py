@@ -133,7 +133,8 @@ def test_a_forged_partition_reply_is_a_failed_status_not_a_key_error(tmp_path, m
 
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
     model = pm.save(pm.rejects_model(), tmp_path, "rejects")
-    report = analyze(model, PartitionOptions(backends=("htp",)), worker_argv=FORGED, timeout=60)
+    report = analyze(model, PartitionOptions(backends=("htp",)), device=pm.worker_device(tmp_path, FORGED[2]),
+                     timeout=60)
     assert report.backends["htp"].status == "failed"
     assert "malformed message" in report.backends["htp"].error and "backends" in report.backends["htp"].error
     assert isinstance(report, PartitionReport)

@@ -1,9 +1,11 @@
 """``python -m dashboard partition``: which nodes GPU and HTP claim, the classes and both plans.
 
-Without ``--json`` it prints what a model engineer reads first: per backend the status and the
-nodes it refuses with the EP's reasons, the class counts, and the segment strip of each plan.
-Progress goes to stderr so ``--json`` output stays one clean object. ``--out FILE`` also writes
-the JSON (on a device, that file is the device report the dashboard imports).
+Without ``--json`` it prints what a model engineer reads first: per backend the status (and the
+hardware it was measured on: the HTP simulator is never passed off as an NPU) and the nodes it
+refuses with the EP's reasons, the class counts, and the segment strip of each plan. Progress goes
+to stderr so ``--json`` output stays one clean object. ``--out FILE`` also writes the JSON (on a
+device, that file is the device report the dashboard imports). ``--device URL`` measures on a
+device over SSH instead of this machine.
 """
 
 from __future__ import annotations
@@ -15,30 +17,43 @@ from pathlib import Path
 
 from dashboard.cli.common import add_runtime_options
 from dashboard.errors import UserError
-from dashboard.messages import ProgressEvent, Stage
-from dashboard.partition.analysis import PartitionOptions, analyze, parse_assignments
+from dashboard.intake.shapes import parse_shapes
+from dashboard.messages import ProgressEvent, Stage, Upload
+from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
 from dashboard.partition.report import CLASS_LABELS, CLASSES, PartitionReport, op_type_table
+from dashboard.runtime.devices import Device
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model")
-    parser.add_argument("--backends", default="htp,gpu", help="comma list of htp, gpu")
-    add_runtime_options(parser)
-    parser.add_argument("--optimization-level", choices=("disabled", "basic", "extended", "all"),
-                        default="all", help="ONNX Runtime graph optimizations before partitioning "
-                                            "(default all, as a session gets by default)")
-    parser.add_argument("--device-report", action="append", default=[], metavar="FILE",
-                        help="support report written by `partition --out` on a device; replaces "
-                             "the predicted GPU figures with measured ones")
+    add_partition_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
     parser.set_defaults(run=run)
+
+
+def add_partition_options(parser: argparse.ArgumentParser) -> None:
+    """What decides a partition report (shared with ``report``)."""
+    parser.add_argument("--device", default="local", help="where to measure: local, local?python=PATH or "
+                                                          "ssh://user@host[:port][?...] (see the Devices page)")
+    parser.add_argument("--backends", default="htp,gpu", help="comma list of htp, gpu")
+    add_runtime_options(parser)
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                        help="the whole shape of an input whose dimensions have no name (shown as ?), "
+                             "e.g. input=1,576 (repeatable); the sessions get a copy of the model declaring it")
+    parser.add_argument("--optimization-level", choices=OPT_LEVELS, default="all",
+                        help="ONNX Runtime graph optimizations before partitioning "
+                             "(default all, as a session gets by default)")
+    parser.add_argument("--device-report", action="append", default=[], metavar="FILE",
+                        help="support report written by `partition --out` on a device; replaces "
+                             "the predicted GPU figures with measured ones")
 
 
 def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     return PartitionOptions(
         backends=tuple(args.backends.split(",")),
         dims=parse_assignments(args.dim, "--dim", integer=True),
+        shapes=parse_shapes(args.shape),
         fp16=args.fp16,
         soc=args.soc,
         provider_options=parse_assignments(args.option, "--option"),
@@ -46,21 +61,30 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     )
 
 
-def _progress(event: ProgressEvent) -> None:
+def progress(event: ProgressEvent) -> None:
+    """Progress lines on stderr."""
     if isinstance(event, Stage):
         print(f"  [{event.progress:4.0%}] {event.stage}", file=sys.stderr, flush=True)
+    elif isinstance(event, Upload):
+        print(f"  sending the model: {event.sent / max(event.total, 1):.0%}", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
+def analyze_from_args(args: argparse.Namespace, quiet: bool = False) -> PartitionReport:
+    """The report the arguments ask for (bad arguments, files or devices: one ``UserError``)."""
     options = options_from_args(args)
+    device = Device.parse(args.device)
     devices = []
     for path in args.device_report:
         try:
             devices.append((Path(path).name, Path(path).read_text(encoding="utf-8")))
         except OSError as exc:
             raise UserError(f"{path}: cannot read the device report ({exc.strerror or exc})") from None
-    report = analyze(args.model, options, timeout=args.timeout or 900.0, device_reports=devices,
-                     on_event=None if args.json else _progress)
+    return analyze(args.model, options, timeout=args.timeout or DEFAULT_TIMEOUT, device_reports=devices,
+                   device=device, on_event=None if quiet else progress)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = analyze_from_args(args, quiet=args.json)
     data = report.to_json()
     if args.out:
         try:
@@ -78,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
 
 def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
     lines = [f"{report.model}: {len(report.node_order)} nodes"
-             + (" (from cache)" if report.cached else ""),
+             + (f" on {report.device}" if report.device else "") + (" (from cache)" if report.cached else ""),
              "dims: " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "all static")]
+    shapes = report.options.get("shapes") or {}
+    if shapes:
+        lines.append("input shapes: " + ", ".join(f"{k}=[{', '.join(map(str, v))}]" for k, v in shapes.items()))
     for name, backend in report.backends.items():
         refused = [(n, v) for n, v in backend.nodes.items() if not v.supported and v.status != "removed"]
         label = backend.status.upper()

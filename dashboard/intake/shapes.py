@@ -7,6 +7,12 @@ module proposes a value for each name (the user overrides any of them) and, once
 infers the shape of every tensor, which is what the migration plans need to price the tensors
 that cross a segment boundary.
 
+A dimension without a name (shown as ``?``) cannot be overridden by name. For those the user gives
+the whole input shape (``input=1,576``), and the sessions get a copy of the model whose input
+declares it, as onnxruntime's ``make_dynamic_shape_fixed`` tool does (``rewritten_model``). The
+copy is made at the protobuf wire level from the file: nothing is parsed but the inputs (and the
+names of renamed nodes), and external weights stay where they are.
+
 Defaults, by what the name says (case-insensitive, ``_``/``-`` ignored):
 
 ==========================================  =======  ==========================================
@@ -30,11 +36,18 @@ is reported as such (``TensorShape.nbytes`` is None), never guessed.
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
+import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, dtype_bits, dtype_name
+from dashboard.intake.wire import LENGTH, copy_fields_except, encode_length_delimited, iter_fields
 from dashboard.serde import Record
 
 DEFAULT_BATCH = 1
@@ -88,9 +101,11 @@ def symbolic_dims(graph: ModelGraph) -> list[str]:
     return list(seen)
 
 
-def unnamed_dynamic_inputs(graph: ModelGraph) -> list[str]:
-    """Inputs with a dimension that has no name (``?``): no override can fix those."""
-    return [t.name for t in graph.inputs if t.shape is None or any(d is None for d in t.shape)]
+def unnamed_dynamic_inputs(graph: ModelGraph, shapes: dict[str, tuple[int, ...]] | None = None) -> list[str]:
+    """Inputs with a dimension that has no name (``?``), other than those ``shapes`` fixes: no
+    override by name can fix them, only a whole input shape."""
+    return [t.name for t in graph.inputs if (t.shape is None or any(d is None for d in t.shape))
+            and t.name not in (shapes or {})]
 
 
 def default_dims(graph: ModelGraph) -> dict[str, DimDefault]:
@@ -124,6 +139,111 @@ def check_dims(dims: dict[str, int]) -> None:
     for name, value in dims.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise UserError(f"dimension {name!r} must be a positive integer, got {value!r}")
+
+
+def parse_shapes(items: list[str], what: str = "--shape") -> dict[str, tuple[int, ...]]:
+    """``["NAME=1,576", ...]`` from the command line or a page field: an input's whole shape. The
+    last ``=`` separates, since input names may hold one and shapes never do."""
+    out: dict[str, tuple[int, ...]] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        name = name.strip()
+        if not sep or not name or not value.strip():
+            raise UserError(f"{what} {item!r} is not NAME=D1,D2,... (an input and its whole shape)")
+        out[name] = parse_shape(value, f"{what} {name!r}")
+    return out
+
+
+def parse_shape(text: str, what: str) -> tuple[int, ...]:
+    """``"1, 576"`` as ``(1, 576)``; every dimension a positive integer."""
+    dims = []
+    for part in text.replace("x", ",").split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) <= 0:
+            raise UserError(f"{what}: every dimension must be a positive integer, got {part or '(empty)'!r} "
+                            f"in {text.strip()!r}")
+        dims.append(int(part))
+    return tuple(dims)
+
+
+def check_input_shapes(graph: ModelGraph, shapes: dict[str, tuple[int, ...]], dims: dict[str, int]) -> None:
+    """Each overridden input exists, keeps its rank and its fixed dimensions, and agrees with the
+    value its named dimensions get (``dims``): a contradiction would compile a graph whose inputs
+    disagree with each other."""
+    inputs = {t.name: t for t in graph.inputs}
+    for name, shape in shapes.items():
+        spec = inputs.get(name)
+        if spec is None:
+            known = ", ".join(list(inputs)[:6])
+            raise UserError(f"the model has no input {name!r} to give a shape (inputs: {known})")
+        if spec.shape is None:
+            continue
+        if len(spec.shape) != len(shape):
+            raise UserError(f"input {name!r} has rank {len(spec.shape)} ({spec.shape_text()}); the shape given "
+                            f"has {len(shape)} dimension(s)")
+        for i, (declared, value) in enumerate(zip(spec.shape, shape)):
+            if isinstance(declared, int) and declared >= 0 and declared != value:
+                raise UserError(f"input {name!r} has dimension {i} fixed to {declared} in the model, not {value}")
+            if isinstance(declared, str) and declared in dims and dims[declared] != value:
+                raise UserError(f"input {name!r}: dimension {i} is {declared!r}, which is {dims[declared]}; "
+                                f"set {declared!r} to {value} instead, or give {dims[declared]}")
+
+
+def fix_input_shapes(model, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Declare ``shapes`` on the inputs of ``model`` (an ``onnx.ModelProto``), in place."""
+    for value in model.graph.input:
+        if value.name in shapes:
+            _set_shape(value, shapes[value.name])
+
+
+def _set_shape(value, shape: tuple[int, ...]) -> None:
+    tensor = value.type.tensor_type
+    tensor.shape.ClearField("dim")
+    for size in shape:
+        tensor.shape.dim.add().dim_value = int(size)
+
+
+# GraphProto / NodeProto / ValueInfoProto / ModelProto field numbers (onnx.proto).
+_MODEL_GRAPH, _GRAPH_NODE, _GRAPH_INPUT, _NODE_NAME = 7, 1, 11, 3
+
+
+def rewritten_model(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]] | None = None,
+                    node_names: list[str] | None = None) -> bytes:
+    """The model file at ``path`` with ``shapes`` declared on its inputs and, when ``node_names``
+    is given, every node renamed in graph order. Everything else is copied byte for byte (weights
+    included when they are in the file; external ones stay referenced, so a session given these
+    bytes reads them from the original folder)."""
+    from onnx import ValueInfoProto
+
+    shapes = shapes or {}
+    names = iter(node_names) if node_names is not None else None
+
+    def node(buf, f) -> bytes:
+        fields = list(iter_fields(buf, f.value_start, f.end))
+        body = copy_fields_except(buf, fields, frozenset({_NODE_NAME}))
+        return encode_length_delimited(_GRAPH_NODE, body + encode_length_delimited(_NODE_NAME, next(names).encode()))
+
+    def graph_input(buf, f) -> bytes | None:
+        value = ValueInfoProto.FromString(bytes(buf[f.value_start:f.end]))
+        if value.name not in shapes:
+            return None
+        _set_shape(value, shapes[value.name])
+        return encode_length_delimited(_GRAPH_INPUT, value.SerializeToString())
+
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        top = list(iter_fields(buf))
+        replacements = {}
+        for graph in (f for f in top if f.number == _MODEL_GRAPH and f.wire_type == LENGTH):
+            fields = list(iter_fields(buf, graph.value_start, graph.end))
+            edits = {}
+            for f in fields:
+                new = (node(buf, f) if f.number == _GRAPH_NODE and names is not None else
+                       graph_input(buf, f) if f.number == _GRAPH_INPUT else None) if f.wire_type == LENGTH else None
+                if new is not None:
+                    edits[f.start] = new
+            replacements[graph.start] = encode_length_delimited(_MODEL_GRAPH,
+                                                                copy_fields_except(buf, fields, frozenset(), edits))
+        return copy_fields_except(buf, top, frozenset(), replacements)
 
 
 def is_float_model(graph: ModelGraph) -> bool:
@@ -220,9 +340,29 @@ def infer_tensor_shapes(model, dims: dict[str, int]) -> tuple[dict[str, TensorSh
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        with _scratch_cwd():
+            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
         if inferred is not None:
             return _collect(inferred), "onnxruntime symbolic shape inference"
     except Exception:  # noqa: BLE001 - it raises bare Exceptions on graphs it cannot follow
         pass
     return shapes, source
+
+
+_CWD_LOCK = threading.Lock()
+
+
+@contextmanager
+def _scratch_cwd() -> Iterator[None]:
+    """Run in an empty temporary working directory, removed afterwards. ORT's symbolic inference
+    saves ``sym_shape_infer_temp.onnx`` (and its weights) into the working directory whenever it
+    cannot infer every shape, which would litter the project folder. The working directory is
+    process-wide, so callers are serialised; the one caller (the partition worker) uses absolute
+    paths everywhere else."""
+    with _CWD_LOCK, tempfile.TemporaryDirectory(prefix="qbl-shapes-") as scratch:
+        previous = os.getcwd()
+        os.chdir(scratch)
+        try:
+            yield
+        finally:
+            os.chdir(previous)

@@ -1,8 +1,10 @@
 """Partition analysis, end to end: the one entry point the CLI and the Partitions page use.
 
-``analyze(model, options)`` runs the measurement in a runtime worker process (``partition_worker``)
-with a timeout, so a native crash or hang of QNN is a status in the report, never a dead
-dashboard. It then replaces predicted figures with any device report given, computes the node
+``analyze(model, options, device=...)`` runs the measurement in a runtime worker process on a
+device (this machine by default; a Snapdragon over SSH receives the model over the protocol, once
+per digest) with a timeout, so a native crash or hang of QNN is a status in the report, never a
+dead dashboard. A ``Cancellation`` handed in stops the worker from another thread (the page's
+Cancel button). It then replaces predicted figures with any device report given, computes the node
 classes and the two migration plans, and caches the whole report on disk under the model digest
 and the options, so asking again (or flipping a knob back) answers from the cache in
 milliseconds. Failures - dynamic shapes, ``QNN_COMMON_ERROR_MEM_ALLOC`` at finalize, crashes,
@@ -12,18 +14,20 @@ suggestion.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.reader import load_model
-from dashboard.intake.shapes import check_dims, default_dims, resolve_dims, unnamed_dynamic_inputs
+from dashboard.intake.shapes import (check_dims, check_input_shapes, default_dims, resolve_dims,
+                                     unnamed_dynamic_inputs)
 from dashboard.messages import PartitionArgs, PartitionResult, ProgressEvent, Stage
 from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
@@ -32,6 +36,10 @@ from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendRepo
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
+
+if TYPE_CHECKING:
+    from dashboard.runtime.client import WorkerClient
+    from dashboard.runtime.devices import Device
 
 BACKENDS = ("htp", "gpu")
 DEFAULT_TIMEOUT = 900.0
@@ -43,10 +51,12 @@ Events = Callable[[ProgressEvent], None]
 @dataclass
 class PartitionOptions(Record):
     """The knobs that decide what QNN claims. ``dims`` are the user's overrides; every other
-    symbolic dimension gets its default (``shapes.default_dims``)."""
+    symbolic dimension gets its default (``shapes.default_dims``). ``shapes`` are whole input
+    shapes, for inputs whose dimensions have no name."""
 
     backends: tuple[str, ...] = BACKENDS
     dims: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     fp16: bool = False
     soc: str | None = None
     provider_options: dict[str, str] = field(default_factory=dict)
@@ -60,6 +70,9 @@ class PartitionOptions(Record):
         if self.optimization_level not in OPT_LEVELS:
             raise UserError(f"unknown optimization level {self.optimization_level!r}; one of {', '.join(OPT_LEVELS)}")
         check_dims(self.dims)
+        for name, shape in self.shapes.items():
+            check_dims({f"{name}[{i}]": d for i, d in enumerate(shape)})
+            self.shapes[name] = tuple(shape)
         self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
 
@@ -84,86 +97,129 @@ def parse_assignments(items: list[str], what: str, integer: bool = False) -> dic
     return out
 
 
+# -- cancelling ---------------------------------------------------------------------------------------
+class Cancelled(UserError):
+    """The user stopped the analysis; nothing was measured or cached."""
+
+
+class Cancellation:
+    """Lets another thread stop a running ``analyze``: ``cancel()`` kills the worker the analysis
+    is waiting on (whichever step it is in), and ``analyze`` then raises ``Cancelled`` instead of
+    reporting a crash. Thread-safe; cancelling before the worker starts stops it as it starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worker: WorkerClient | None = None
+        self.cancelled = False
+
+    def bind(self, worker: WorkerClient) -> None:
+        with self._lock:
+            self._worker = worker
+            if self.cancelled:
+                worker.stop()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            if self._worker is not None:
+                self._worker.stop()
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise Cancelled("the analysis was cancelled")
+
+
 # -- suggestions --------------------------------------------------------------------------------------
-def suggestion_for(error: str, options: PartitionOptions, graph: ModelGraph | None = None) -> str:
-    """One actionable sentence for a failed backend."""
+def suggestion_for(error: str, options: PartitionOptions, graph: ModelGraph | None = None) -> str | None:
+    """What went wrong and the next step, in one or two sentences, for the failures a user can act
+    on (None for others: the runtime's message is then all there is). Options are named by their
+    command-line flags; the page names its fields instead (``views.partitions.field_words``)."""
     text = error.lower()
     if "mem_alloc" in text or "memory allocation" in text:
         if not options.fp16:
             return (f"QNN could not fit the float32 graph in HTP memory when finalizing: turn on fp16 precision "
                     f"(--fp16, SoC {DEFAULT_SOC} by default) - it halves every tensor and weight.")
-        return ("Even in fp16 the graph does not fit: lower the sequence or image dimensions (--dim) or split the "
-                "model into smaller graphs.")
+        return ("Even in fp16 the graph does not fit in HTP memory: lower the sequence or image dimensions (--dim) "
+                "or split the model into smaller graphs.")
+    if "nhwc" in text and "not selected" in text:
+        soc = options.soc or "the default SoC"
+        return (f"The HTP, compiling for {soc}, refused the nodes ONNX Runtime had converted to NHWC layout for it, "
+                f"so no session can be built with this SoC: choose another SoC (--soc, e.g. {DEFAULT_SOC}), or "
+                "measure on the device itself (--device).")
     if "fp16" in text and "soc" in text:
         return f"HTP fp16 precision needs a SoC: pick one (--soc, e.g. {DEFAULT_SOC})."
     if "killed by" in text or "died during" in text:
         return ("The runtime crashed natively while building the session; no partial result exists. Try "
-                "optimization level 'basic' or 'disabled', smaller --dim values or another --soc; if it also "
-                "crashes on the device, it is an EP bug worth reporting with this model.")
+                "optimization level 'basic' or 'disabled' (--optimization-level), smaller dimensions (--dim) or "
+                "another SoC (--soc); if it also crashes on the device, it is an EP bug worth reporting with this "
+                "model.")
     if "did not finish" in text or "timed out" in text:
-        return ("Raise --timeout, or use smaller --dim values: HTP finalization of large float graphs on the "
-                "x86_64 simulator can take many minutes.")
+        return ("The runtime did not finish in time: raise the timeout (--timeout), or use smaller dimensions "
+                "(--dim); HTP finalization of large float graphs on the x86_64 HTP simulator can take many "
+                "minutes.")
     if "cannot get shape" in text or "dynamic" in text:
-        names = unnamed_dynamic_inputs(graph) if graph is not None else []
-        where = f" (inputs with unnamed dynamic dimensions: {', '.join(names[:4])})" if names else ""
-        return f"Fix every symbolic dimension with --dim NAME=VALUE{where}."
+        return "QNN needs static shapes: " + _static_shapes_step(options, graph)
     if "initialize" in text and "backend" in text:
-        return "This backend does not initialize on this host; its figures are predicted where possible."
-    return "The message above is the runtime's own; check the options (--option) and the model."
+        return ("This backend does not initialize on this host (QNN's reason above); its figures are predicted "
+                "where possible, or measured on a device that has it (--device).")
+    return None
+
+
+def _static_shapes_step(options: PartitionOptions, graph: ModelGraph | None) -> str:
+    names = unnamed_dynamic_inputs(graph, options.shapes) if graph is not None else []
+    if names:
+        return (f"give the whole shape of each input with unnamed dimensions (--shape NAME=D1,D2,...: "
+                f"{', '.join(names[:4])}) and fix every symbolic dimension (--dim NAME=VALUE).")
+    return "fix every symbolic dimension (--dim NAME=VALUE)."
 
 
 # -- the analysis -------------------------------------------------------------------------------------
 def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = None, *,
             timeout: float | None = DEFAULT_TIMEOUT, on_event: Events | None = None,
             device_reports: list[tuple[str, str]] = (), use_cache: bool = True, digest: str | None = None,
-            worker_argv: list[str] | None = None) -> PartitionReport:
-    """The partition report of ``model_path`` under ``options``.
+            device: Device | None = None, cancel: Cancellation | None = None) -> PartitionReport:
+    """The partition report of ``model_path`` under ``options``, measured on ``device`` (this
+    machine when None).
 
     ``device_reports``: (label, JSON text) of reports written with ``partition --out`` on a
     device; their measured backends replace any backend not measured here. ``digest`` skips
     hashing the file when the caller already knows it. Raises ``UserError`` for bad input (an
-    unreadable model, bad options, a device report of another model); runtime failures are
+    unreadable model, a missing external-data file, bad options, a device report of another
+    model, an unreachable device) and ``Cancelled`` when ``cancel`` fired; runtime failures are
     statuses inside the report.
     """
+    from dashboard.runtime.devices import Device
+
     started = time.perf_counter()
     options = options or PartitionOptions()
+    device = device or Device.parse("local")
+    cancel = cancel or Cancellation()
     emit = on_event or (lambda event: None)
     path = str(Path(model_path).expanduser().resolve())
-    if not Path(path).is_file():
-        load_model(path)  # raises the one-line reason
+    graph = load_model(path)  # bad input fails here, in one line, before any work starts
+    dims = resolve_dims(graph, options.dims)
+    check_input_shapes(graph, options.shapes, dims)
+    _check_external_data(graph, device)
     device_digests = [hashlib.blake2b(text.encode(), digest_size=8).hexdigest() for _, text in device_reports]
 
-    def from_cache(known: str) -> PartitionReport | None:
-        cached = cache.read(cache.cache_key(known, options, device_digests, " ".join(worker_argv or ["local"])))
-        if cached is not None:
-            cached.cached = True
-            cached.elapsed_s = round(time.perf_counter() - started, 4)
-            emit(Stage("answered from the cache", 1.0))
-        return cached
+    def key(known: str) -> str:
+        return cache.cache_key(known, options, device_digests, device.url)
 
     known = digest or cache.remembered_digest(path)
-    if known and use_cache and (cached := from_cache(known)):
+    if known and use_cache and (cached := cache.read(key(known))):
+        cached.cached = True
+        cached.elapsed_s = round(time.perf_counter() - started, 4)
+        emit(Stage("answered from the cache", 1.0))
         return cached
-    # A miss. The worker starts now and imports the runtime while this process reads the model;
-    # hashing a new file overlaps the measurement on a thread; the worker runs on this one, since
-    # its events must reach ``emit`` here (Streamlit widgets update only from the script thread).
-    from dashboard.runtime.client import WorkerClient
-
-    worker = WorkerClient(worker_argv).spawn()
-    try:
-        graph = load_model(path)  # bad input fails here, in one line, before any work starts
-    except UserError:
-        worker.close()
-        raise
-    emit(Stage("starting the runtime worker", 0.0))
-    dims = resolve_dims(graph, options.dims)
-    if device_reports or worker_argv is not None:
+    if device_reports or not device.is_local:
         known = known or cache.known_digest(path)  # to match device reports; a remote worker gets the model by digest
     devices = _device_backends(device_reports, known, graph) if device_reports else {}
+    emit(Stage(f"starting the runtime worker on {device.label}", 0.0))
     digest_thread = _Digest(path, known)
     config = SessionConfig(backend="htp", dims=dims, fp16=options.fp16, soc=options.soc,
                            provider_options=options.provider_options, optimization_level=options.optimization_level)
-    result, crash = _run_worker(worker, path, known, config, options, timeout, emit)
+    result, crash = _run_worker(device, path, known, PartitionArgs("", config, list(options.backends),
+                                                                   dict(options.shapes)), timeout, emit, cancel)
     digest = digest_thread.get()
     notes = _notes(graph, options, dims)
     backends = _backend_reports(result, crash, options, graph)
@@ -184,10 +240,25 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
         model=path, digest=digest, options=options.to_json(), backends=backends, classes=classes, plans=plans,
         node_order=order, op_types={n.name: n.qualified_op for n in graph.nodes},
         shapes=shapes, shape_source=result.shape_source if result else "", dims=dims, notes=notes,
-        elapsed_s=round(time.perf_counter() - started, 3))
+        device=device.label, elapsed_s=round(time.perf_counter() - started, 3))
     if use_cache and crash is None:
-        cache.write(cache.cache_key(digest, options, device_digests, " ".join(worker_argv or ["local"])), report)
+        cache.write(key(digest), report)
     return report
+
+
+def _check_external_data(graph: ModelGraph, device: Device) -> None:
+    """Every external-data file the model names must exist (else the runtime fails with a message
+    about paths, reported as a backend failure); a remote device receives only the .onnx file."""
+    folder = Path(graph.path).parent
+    files = sorted({i.external_location for i in graph.initializers.values() if i.external_location})
+    missing = [name for name in files if not (folder / name).is_file()]
+    if missing:
+        raise UserError(f"{Path(graph.path).name}: its external-data file {missing[0]!r} is missing (the model keeps "
+                        f"its weights there; looked in {folder})")
+    if files and not device.is_local:
+        raise UserError(f"{Path(graph.path).name} keeps its weights in external-data files ({', '.join(files[:3])}), "
+                        f"which are not sent to {device.label}: copy the model's folder to the device and run "
+                        "`python -m dashboard partition` there")
 
 
 def _device_backends(device_reports, digest: str, graph: ModelGraph) -> dict[str, BackendReport]:
@@ -207,9 +278,13 @@ def _notes(graph: ModelGraph, options: PartitionOptions, dims: dict[str, int]) -
     guessed = [name for name, d in defaults.items() if d.guessed and name not in options.dims]
     if guessed:
         notes.append(f"no rule for dimension(s) {', '.join(guessed)}: set to 1, override with --dim")
-    unnamed = unnamed_dynamic_inputs(graph)
+    unnamed = unnamed_dynamic_inputs(graph, options.shapes)
     if unnamed:
-        notes.append(f"inputs with unnamed dynamic dimensions cannot be fixed by name: {', '.join(unnamed[:5])}")
+        notes.append(f"inputs with unnamed dynamic dimensions, not fixed: {', '.join(unnamed[:5])}; give their "
+                     "whole shape with --shape NAME=D1,D2,...")
+    for name, shape in options.shapes.items():
+        notes.append(f"input {name} analysed with shape [{', '.join(map(str, shape))}] (a copy of the model declares "
+                     "it; the file is unchanged)")
     if options.fp16 and not options.provider_options.get("soc_model"):
         notes.append(f"HTP fp16 precision compiled for SoC {options.soc}")
     return notes
@@ -252,18 +327,21 @@ class _Digest:
         return self.digest
 
 
-def _run_worker(worker, path: str, digest: str | None, config: SessionConfig, options: PartitionOptions,
-                timeout: float | None, emit: Events) -> tuple[PartitionResult | None, str | None]:
-    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
+def _run_worker(device: Device, path: str, digest: str | None, args: PartitionArgs, timeout: float | None,
+                emit: Events, cancel: Cancellation) -> tuple[PartitionResult | None, str | None]:
+    """The worker's result, or (None, one-line reason) when it crashed, hung or failed. An
+    unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``."""
     from dashboard.runtime.client import WorkerError
 
+    cancel.check()
+    worker = device.connect()
+    cancel.bind(worker)
     try:
         with worker:
-            remote_path = worker.send_model(path, digest or "", on_event=emit)
-            result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
-                                 timeout=timeout, on_event=emit)
-        return result, None
+            located = dataclasses.replace(args, path=worker.send_model(path, digest or "", on_event=emit))
+            return worker.call("partition", located, timeout=timeout, on_event=emit), None
     except WorkerError as exc:
+        cancel.check()
         return None, str(exc)
 
 
@@ -281,6 +359,6 @@ def _backend_reports(result: PartitionResult | None, crash: str | None, options:
             shapeless = sum(1 for n in report.nodes.values() if n.reason and "Cannot get shape" in n.reason)
             if shapeless:
                 report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes: "
-                                     + suggestion_for("cannot get shape", options, graph))
+                                     + _static_shapes_step(options, graph))
         out[backend] = report
     return out

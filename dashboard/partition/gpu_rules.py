@@ -6,16 +6,25 @@ column of a partition report comes from here and every figure derived from it is
 on the command line, an upload in the UI).
 
 The prediction is made per node of the graph the EP really receives (after ONNX Runtime's level-1
-optimizations) and follows the EP's own decision order:
+optimizations, with the shapes inferred on that graph from the user's dimensions) and follows the
+EP's own decision order:
 
 1. EP-level refusals that do not depend on the backend: unknown op domains, control flow, dynamic
-   shapes, ops without an op builder. When the HTP backend was measured on the same graph, its
-   backend-independent refusals (``EP_LEVEL_REASONS``) are reused verbatim.
-2. Op rules: GPU-specific refusals and conditions from the EP source (``IsGpuBackend`` checks),
+   shapes, ops without an op builder.
+2. The EP's node-group fusions, which run before the op builders for every backend
+   (``qnn_node_group``). Only one changes a GPU verdict: ``GeluFusion`` turns Div -> Erf -> Add ->
+   Mul -> Mul into one QNN Gelu, although Erf alone has no builder (``fusion_groups``). The others
+   (Conv+activation, HardSigmoid+Mul, ReshapeGemm, ScaleSoftmax, ChannelShuffle) combine ops the
+   table already accepts one by one, and the LPBQ ones are NPU-only.
+3. Op rules: GPU-specific refusals and conditions from the EP source (``IsGpuBackend`` checks),
    from the EP's GPU test suite (tests disabled on GPU, with their recorded reason) and from
    Qualcomm's GPU op documentation.
-3. Data types: the GPU backend runs float32/float16 activations; quantized (QDQ) activations are
+4. Data types: the GPU backend runs float32/float16 activations; quantized (QDQ) activations are
    refused, quantized *weights* feeding float activations are accepted.
+
+Why nothing here reads the measured HTP session: the HTP's verdicts depend on the HTP's options
+(precision, SoC) and vanish when its session fails, and a GPU prediction that changed with them
+would say more about the HTP than about the GPU.
 
 Each rule names its source (``SOURCES``); ``confidence`` is ``documented`` when a GPU-specific
 source states it and ``assumed`` when only the general statements apply (the EP has a builder and
@@ -62,26 +71,16 @@ SOURCES: dict[str, str] = {
                           "(GpuOpDefSupplement): GPU ops and data types (FLOAT_32, FLOAT_16)",
     "qnn-gpu-overview": "Qualcomm AI Engine Direct Delegate docs 80-63442-50 'Acceleration Support': the GPU "
                         "backend supports float32 and float16 operators and activations",
-    "measured-htp": "the EP's own message on the measured HTP session for this node (backend-independent)",
+    "ep-mod": f"{EP_REPO} onnxruntime/core/providers/qnn/builder/opbuilder/mod_op_builder.cc: 'QNN Mod Op only "
+              "support fmod == 0', checked before any backend",
     "ep-fusions": f"{EP_REPO} docs/execution_providers/QNN-ExecutionProvider.md 'Supported operator fusions' and "
-                  "onnxruntime/core/providers/qnn/builder/qnn_node_group/*.cc: fusions run before op builders, "
-                  "for every backend except the LPBQ ones (IsNpuBackend)",
+                  "onnxruntime/core/providers/qnn/builder/qnn_node_group/gelu_fusion.cc: fusions run before op "
+                  "builders, for every backend except the LPBQ ones (IsNpuBackend); GeluFusion matches "
+                  "x / sqrt(2) -> Erf -> + 1 -> * x -> * 0.5 (either order of the two Muls)",
 }
 
 DOCUMENTED, ASSUMED = "documented", "assumed"
-
-# Messages the EP produces before any backend-specific check (reused from a measured HTP run).
-EP_LEVEL_REASONS = (
-    re.compile(r"not supported by QNN EP"),  # e.g. "Operators of type `Erf` are not supported by QNN EP"
-    re.compile(r"Cannot get shape"),
-    re.compile(r"QNN Mod Op only support fmod == 0"),
-    re.compile(r"only supports standard ONNX RotaryEmbedding"),
-    re.compile(r"Dynamic shape is not supported", re.IGNORECASE),
-)
-# QNN EP node-group fusions that run for every backend (qnn_node_group/*: only the LPBQ fusions
-# check IsNpuBackend); a node the measured HTP session claimed inside such a group is predicted to
-# be claimed the same way on GPU when the group's QNN op is one the GPU backend has.
-NPU_ONLY_GROUPS = ("LPBQ",)
+GELU_QNN_OP = "Gelu (GeluFusion)"
 
 
 # -- node facts ----------------------------------------------------------------------------------------
@@ -91,6 +90,7 @@ class TensorFacts:
     dtype: str | None
     shape: tuple | None
     constant: bool = False
+    value: float | None = None  # a one-element constant's value (fusion patterns compare them)
 
     @property
     def rank(self) -> int | None:
@@ -119,15 +119,6 @@ class NodeFacts:
 
     def attr(self, name: str, default=None):
         return self.attrs.get(name, default)
-
-
-@dataclass(frozen=True)
-class HtpFacts:
-    """What the measured HTP session said of the same node (when HTP was measured)."""
-
-    supported: bool
-    reason: str | None
-    qnn_op: str | None
 
 
 @dataclass(frozen=True)
@@ -192,6 +183,10 @@ def _conv_groups(node: NodeFacts) -> str | None:
         if channels != group and channels // group == 3:
             return f"grouped Conv with {group} groups of 3 channels fails on the GPU backend"
     return None
+
+
+def _mod_fmod(node: NodeFacts) -> str | None:
+    return "QNN Mod Op only support fmod == 0 for now." if node.attr("fmod", 0) == 1 else None
 
 
 def _clip_int(node: NodeFacts) -> str | None:
@@ -317,7 +312,9 @@ GPU_OPS: dict[str, OpRule] = {
     "DepthToSpace": OpRule("DepthToSpace", _SUPP), "SpaceToDepth": OpRule("SpaceToDepth", _SUPP),
     "Resize": OpRule("Resize", _HIST, checks=((_resize, _HIST),)), "Upsample": OpRule("Resize", _HIST),
     "GridSample": OpRule("GridSample", _HIST, checks=((_rank_at_most(4, "GridSample"), _HIST),)),
-    "CumSum": OpRule("CumulativeSum", _HIST), "TopK": OpRule("TopK", _SUPP, ASSUMED),
+    "CumSum": OpRule("CumulativeSum", _HIST),
+    "Mod": OpRule("Mod", "ep-builders", ASSUMED, checks=((_mod_fmod, "ep-mod"),)),
+    "TopK": OpRule("TopK", _SUPP, ASSUMED),
     "Cast": OpRule("Cast", _TESTED, note="INT_64 outputs since QNN SDK 2.40"),
     "ArgMax": OpRule("Argmax", _HIST, note="needs the int32->int64 Cast added in QNN SDK 2.40"),
     "ArgMin": OpRule("Argmin", _HIST, note="needs the int32->int64 Cast added in QNN SDK 2.40"),
@@ -331,7 +328,7 @@ GPU_OPS: dict[str, OpRule] = {
     "com.microsoft::DequantizeLinear": OpRule("Dequantize", "ep-docs-gpu"),
     # ops with an EP builder and no GPU-specific statement either way
     **{op: OpRule(op, "ep-builders", ASSUMED) for op in (
-        "Mod", "LRN", "LSTM", "Mean", "IsNaN", "Tan", "Asin", "Atan", "ThresholdedRelu", "Inverse", "RoiAlign",
+        "LRN", "LSTM", "Mean", "IsNaN", "Tan", "Asin", "Atan", "ThresholdedRelu", "Inverse", "RoiAlign",
         "STFT", "RandomUniformLike", "Identity", "NonZero")},
 }
 
@@ -350,42 +347,74 @@ _QUANT_DTYPES = ("uint8", "int8", "uint16", "int16", "uint4", "int4")
 _KNOWN_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
-def _ep_fusion(node: NodeFacts, htp: HtpFacts | None) -> Prediction | None:
-    """A node HTP claimed inside an EP fusion group (``Gelu (GeluFusion)``): same group on GPU."""
-    if htp is None or not htp.supported or not htp.qnn_op or "(" not in htp.qnn_op:
+def fusion_groups(nodes: list[NodeFacts]) -> dict[str, str]:
+    """Nodes the EP fuses into a QNN Gelu before any op builder runs (``GeluFusion``): node name ->
+    the Erf the group is built around. Matched as the EP does: Div by sqrt(2) -> Erf -> Add 1 ->
+    Mul, with the 0.5 either on the root (Mul(root, 0.5) feeding the last Mul) or last."""
+    producer = {t.name: n for n in nodes for t in n.outputs}
+    consumers: dict[str, list[NodeFacts]] = {}
+    for n in nodes:
+        for t in n.inputs:
+            consumers.setdefault(t.name, []).append(n)
+    groups: dict[str, str] = {}
+    for erf in nodes:
+        members = _gelu_members(erf, producer, consumers) if erf.key == "Erf" else None
+        for member in members or ():
+            groups.setdefault(member.name, erf.name)
+    return groups
+
+
+def _gelu_members(erf: NodeFacts, producer: dict, consumers: dict) -> list[NodeFacts] | None:
+    div = producer.get(erf.inputs[0].name) if erf.inputs else None
+    if div is None or div.key != "Div" or len(div.inputs) < 2 or not _near(div.inputs[1], 2 ** 0.5):
         return None
-    first = htp.qnn_op.split(" + ")[0]
-    qnn_op, group = first.split(" (", 1)
-    group = group.rstrip(")")
-    if group.startswith(NPU_ONLY_GROUPS):
-        return Prediction(False, f"claimed on HTP through the NPU-only {group} fusion", None, "ep-fusion",
-                          "ep-fusions", DOCUMENTED)
-    if any(rule.qnn_op == qnn_op for rule in GPU_OPS.values()):
-        return Prediction(True, None, htp.qnn_op, f"ep-fusion:{group}", "ep-fusions", DOCUMENTED)
+    add = _only_consumer(erf, consumers)
+    erf_out = erf.outputs[0].name
+    if add is None or add.key != "Add" or not any(_near(t, 1.0, 1e-2) for t in add.inputs if t.name != erf_out):
+        return None
+    mul = _only_consumer(add, consumers)
+    if mul is None or mul.key != "Mul":
+        return None
+    root = div.inputs[0].name
+    for t in mul.inputs:  # pattern 1: Mul(root, 0.5) feeds the last Mul
+        half = producer.get(t.name)
+        if half is not None and half.key == "Mul" and any(i.name == root for i in half.inputs) \
+                and any(_near(i, 0.5) for i in half.inputs if i.name != root):
+            return [div, erf, add, half, mul]
+    last = _only_consumer(mul, consumers)  # pattern 2: Mul(root, ...) then Mul(..., 0.5)
+    if any(t.name == root for t in mul.inputs) and last is not None and last.key == "Mul" \
+            and any(_near(t, 0.5) for t in last.inputs if t.name != mul.outputs[0].name):
+        return [div, erf, add, mul, last]
     return None
 
 
-def predict_node(node: NodeFacts, htp: HtpFacts | None = None) -> Prediction:
-    """The predicted GPU verdict for one node of the graph the EP receives."""
-    htp_reason = htp.reason if htp is not None and not htp.supported else None
+def _only_consumer(node: NodeFacts, consumers: dict) -> NodeFacts | None:
+    readers = consumers.get(node.outputs[0].name, []) if node.outputs else []
+    return readers[0] if len(readers) == 1 else None
+
+
+def _near(tensor: TensorFacts, value: float, tolerance: float = 1e-3) -> bool:
+    return tensor.constant and tensor.value is not None and abs(tensor.value - value) <= tolerance
+
+
+def predict_node(node: NodeFacts, fused: bool = False) -> Prediction:
+    """The predicted GPU verdict for one node of the graph the EP receives (``fused``: the node is
+    part of a group ``fusion_groups`` found)."""
     if node.domain not in _KNOWN_DOMAINS:
         return Prediction(False, f"custom op domain {node.domain!r}: no QNN op builder", None, "domain",
                           "ep-builders", DOCUMENTED)
     if node.subgraphs:
         return Prediction(False, f"{node.op_type} has control-flow subgraphs; QNN EP does not take Loop/If/Scan",
                           None, "control-flow", "ep-docs-model", DOCUMENTED)
-    if htp_reason and any(p.search(htp_reason) for p in EP_LEVEL_REASONS):
-        return Prediction(False, htp_reason, None, "ep-level", "measured-htp", DOCUMENTED)
-    fused = _ep_fusion(node, htp)
-    if fused is not None:
-        return fused
-    # Measured HTP verdicts already say which shapes the EP could not get (reused above); without
-    # them, a symbolic dimension is the evidence (an unknown shape, of a tensor ORT created, is not).
-    dynamic = [] if htp is not None else [t.name for t in (*node.inputs, *node.outputs)
-                                          if t.name and not t.constant and t.shape is not None and not t.is_static]
+    # A symbolic dimension left after the user's dimensions is the evidence; an unknown shape (a
+    # tensor whose shape inference gave up) is not.
+    dynamic = [t.name for t in (*node.inputs, *node.outputs)
+               if t.name and not t.constant and t.shape is not None and not t.is_static]
     if dynamic:
         return Prediction(False, f"Cannot get shape: {dynamic[0]!r} is not static (fix its dimensions)", None,
                           "static-shapes", "ep-docs-model", DOCUMENTED)
+    if fused:
+        return Prediction(True, None, GELU_QNN_OP, "ep-fusion:GeluFusion", "ep-fusions", DOCUMENTED)
     refused = GPU_UNSUPPORTED.get(node.key)
     if refused:
         return Prediction(False, refused[0], None, f"unsupported:{node.key}", refused[1], DOCUMENTED)
@@ -410,11 +439,10 @@ def predict_node(node: NodeFacts, htp: HtpFacts | None = None) -> Prediction:
     return Prediction(True, None, rule.qnn_op, f"op:{node.key}", rule.source, rule.confidence)
 
 
-def predict(nodes: list[NodeFacts], htp: dict[str, HtpFacts] | None = None) -> dict[str, Prediction]:
-    """Predicted GPU verdict per node name (``htp``: the measured HTP session's verdicts on the
-    same graph, when there is one)."""
-    htp = htp or {}
-    return {node.name: predict_node(node, htp.get(node.name)) for node in nodes}
+def predict(nodes: list[NodeFacts]) -> dict[str, Prediction]:
+    """Predicted GPU verdict per node name, from the graph alone."""
+    fused = fusion_groups(nodes)
+    return {node.name: predict_node(node, node.name in fused) for node in nodes}
 
 
 def rule_table() -> list[dict]:

@@ -22,7 +22,8 @@ model's own node names:
   names the UI and CLI use. The copy is passed from memory; external weights stay where they are.
 
 The GPU backend is measured the same way where it initializes (a Snapdragon device). Where it does
-not, the GPU column is predicted by ``gpu_rules`` on the same optimized graph and labelled so.
+not, the GPU column is predicted by ``gpu_rules`` on the same optimized graph, with shapes inferred
+on that graph from the user's dimensions and nothing taken from the HTP session, and labelled so.
 """
 
 from __future__ import annotations
@@ -171,8 +172,12 @@ class Measurement:
     qnn_subgraphs: int
 
 
-def measure(opt: OptGraph, assignment: list[tuple[str, list[tuple[str, str]]]], trace: dict | None) -> Measurement:
-    """Fold the session's assignment info and the EP's op trace onto the optimized graph."""
+def measure(opt: OptGraph, assignment: list[tuple[str, list[tuple[str, str]]]] | None,
+            trace: dict | None) -> Measurement:
+    """Fold the session's assignment info and the EP's op trace onto the optimized graph
+    (``assignment`` None: QNN claimed nothing, every node ran on the CPU EP)."""
+    if assignment is None:
+        assignment = [("CPUExecutionProvider", [(n.name, n.op_type) for n in opt.nodes.values()])]
     claimed, cpu_nodes, added = set(), set(), {}
     subgraphs = 0
     for ep_name, nodes in assignment:
@@ -258,11 +263,12 @@ def model_verdicts(graph: ModelGraph, placement: dict[str, Placement],
 
 
 # -- GPU prediction inputs ---------------------------------------------------------------------------------
-def node_facts(opt: OptGraph, shapes: dict[str, TensorShape]) -> list[gpu_rules.NodeFacts]:
+def node_facts(opt: OptGraph, shapes: dict[str, TensorShape], scalars: dict[str, float]) -> list[gpu_rules.NodeFacts]:
     def tensor(name: str) -> gpu_rules.TensorFacts:
         known = shapes.get(name)
         dtype, shape = (known.dtype, known.shape) if known is not None else (None, None)
-        return gpu_rules.TensorFacts(name, dtype, shape, name in opt.initializers)
+        constant = name in opt.initializers or name in scalars
+        return gpu_rules.TensorFacts(name, dtype, shape, constant, scalars.get(name))
 
     return [gpu_rules.NodeFacts(n.name, n.op_type, n.domain, n.attrs,
                                 tuple(tensor(t) for t in n.inputs if t), tuple(tensor(t) for t in n.outputs if t),
@@ -270,14 +276,32 @@ def node_facts(opt: OptGraph, shapes: dict[str, TensorShape]) -> list[gpu_rules.
             for n in opt.nodes.values()]
 
 
-def predicted_verdicts(opt: OptGraph, shapes: dict[str, TensorShape],
-                       htp: dict[str, NodeSupport] | None) -> dict[str, NodeSupport]:
-    """GPU verdicts from the rule table, told what the measured HTP session said of each node."""
-    htp_facts = {name: gpu_rules.HtpFacts(v.supported, v.reason, v.qnn_op) for name, v in (htp or {}).items()}
+def predicted_verdicts(runtime_graph: "RuntimeGraph") -> dict[str, NodeSupport]:
+    """GPU verdicts from the rule table, on the graph the EP receives and its own shapes: nothing
+    the HTP session said goes in, so the column does not move with the HTP's options."""
+    opt = runtime_graph.opt
     out = {}
-    for name, p in gpu_rules.predict(node_facts(opt, shapes), htp_facts).items():
+    for name, p in gpu_rules.predict(node_facts(opt, runtime_graph.shapes, runtime_graph.scalars)).items():
         reason = p.reason if not p.supported else None
         out[name] = NodeSupport(opt.nodes[name].op_type, p.supported, reason, p.qnn_op, PREDICTED_STATUS)
+    return out
+
+
+def scalar_constants(structure) -> dict[str, float]:
+    """One-element constants of a weight-free ``ModelProto`` (initializers and Constant nodes),
+    by tensor name: the values the EP's fusion patterns compare (sqrt(2), 1, 0.5)."""
+    from onnx import numpy_helper
+
+    tensors = [(t.name, t) for t in structure.graph.initializer]
+    tensors += [(node.output[0], attr.t) for node in structure.graph.node if node.op_type == "Constant"
+                and node.output for attr in node.attribute if attr.name == "value" and attr.HasField("t")]
+    out = {}
+    for name, tensor in tensors:
+        if len(tensor.dims) <= 1 and all(d == 1 for d in tensor.dims) and not tensor.external_data:
+            try:
+                out[name] = float(numpy_helper.to_array(tensor).reshape(-1)[0])
+            except (ValueError, TypeError, IndexError):
+                continue  # strings, or a header without its data
     return out
 
 
@@ -291,36 +315,63 @@ class Prepared:
     renamed: int
 
 
-def prepare(path: str) -> Prepared:
-    """Read the model; give unnamed/duplicate nodes their stable names in the copy the sessions get."""
-    import onnx
+def prepare(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Prepared:
+    """Read the model; in the copy the sessions get, give unnamed/duplicate nodes their stable
+    names and declare the user's input ``shapes`` (``shapes.rewritten_model``: the file copied at
+    the wire level, external weights read from the original folder)."""
+    from dashboard.intake.shapes import fix_input_shapes, rewritten_model
 
+    shapes = shapes or {}
     graph = load_model(path)
     structure = load_structure(path)
+    fix_input_shapes(structure, shapes)
     renamed = sum(1 for node in graph.nodes if node.onnx_name != node.name)
-    if not renamed:  # the sessions read the file itself
+    if not renamed and not shapes:  # the sessions read the file itself
         return Prepared(graph, structure, path, {}, 0)
-    model = onnx.load(path, load_external_data=False)
-    for proto, node in zip(model.graph.node, graph.nodes):
-        proto.name = node.name
     from dashboard.runtime.qnn import EXTERNAL_DATA_FOLDER
 
+    data = rewritten_model(path, shapes, [n.name for n in graph.nodes] if renamed else None)
     folder = str(Path(path).resolve().parent)
-    return Prepared(graph, structure, model.SerializeToString(), {EXTERNAL_DATA_FOLDER: folder}, renamed)
+    return Prepared(graph, structure, data, {EXTERNAL_DATA_FOLDER: folder}, renamed)
 
 
-def _opt_graph(prepared: Prepared, config, workdir: str) -> OptGraph:
-    """The graph ORT hands the EPs. Only its structure is read back, so the weights ORT writes
-    beside it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
+@dataclass
+class RuntimeGraph:
+    """The graph ORT hands the EPs, with every tensor's shape inferred on it from the user's
+    dimensions (ORT wrote it with the inputs fixed and shape computations folded, so far more
+    shapes are static than the file's own inference gets), and its one-element constants."""
+
+    opt: OptGraph
+    shapes: dict[str, TensorShape]
+    scalars: dict[str, float]
+
+
+def _runtime_graph(prepared: Prepared, config, workdir: str, model_shapes: dict[str, TensorShape]) -> RuntimeGraph:
+    """Only the structure of the optimized model is read back, so the weights ORT writes beside
+    it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
+    from dashboard.intake.shapes import infer_tensor_shapes
     from dashboard.runtime.qnn import optimized_model
 
     if config.optimization_level == "disabled":
-        return opt_graph(prepared.graph)
+        return RuntimeGraph(opt_graph(prepared.graph), model_shapes, scalar_constants(prepared.structure))
     out = os.path.join(workdir, "optimized.onnx")
     if os.path.exists(os.devnull):
         os.symlink(os.devnull, out + ".data")
     optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
-    return opt_graph(load_model(out))
+    structure = load_structure(out)
+    shapes, _ = infer_tensor_shapes(structure, config.dims)
+    return RuntimeGraph(opt_graph(load_model(out)), shapes, scalar_constants(structure))
+
+
+def _merged_shapes(model: dict[str, TensorShape], runtime: dict[str, TensorShape]) -> dict[str, TensorShape]:
+    """The model's tensor shapes, with a static shape from the runtime's graph wherever the file's
+    own inference left the same tensor symbolic (plans price boundary tensors with them)."""
+    out = dict(model)
+    for name, shape in model.items():
+        better = runtime.get(name)
+        if not shape.is_static and better is not None and better.is_static:
+            out[name] = better
+    return out
 
 
 PROBE_TTL_S = 24 * 3600
@@ -355,9 +406,16 @@ def probe_gpu_cached() -> tuple[bool, str | None, str]:
     return result.ok, result.error, "now"
 
 
-def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict | None]:
+def session_report(prepared: Prepared, config, workdir: str) -> tuple[list | None, dict | None]:
     """Create the real session for ``config.backend``; return its assignment info (one entry per
-    subgraph) and the EP's op trace (None when the EP wrote none)."""
+    subgraph; None when every node went to the CPU EP) and the EP's op trace (None when the EP
+    wrote none).
+
+    A backend that cannot set up (no Adreno, an HTP without its DSP libraries) still yields a
+    session, silently on the CPU EP; ``create_session(require_qnn=True)``, the rule timelines use,
+    makes that a ``UserError`` with QNN's own message, so it is reported as failed, never as a
+    measurement in which QNN claimed nothing. A backend that did set up and refused every node
+    writes its reasons in the op trace: that is a measurement, and is returned as one."""
     from dashboard.runtime.qnn import create_session
 
     trace_dir = os.path.join(workdir, f"trace-{config.backend}")
@@ -365,18 +423,30 @@ def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict
         session_config={**config.session_config, **prepared.session_config, RECORD_ASSIGNMENT: "1"},
         provider_options={**config.provider_options, "enable_framework_op_trace": "1",
                           "framework_op_trace_dir": trace_dir})
-    handle = create_session(prepared.session_input, measured)
+    try:
+        handle = create_session(prepared.session_input, measured, require_qnn=True)
+    except UserError:
+        trace = _read_trace(trace_dir)
+        if trace and trace.get("unsupported_nodes"):
+            return None, trace
+        raise
     assignment = handle.assignment()
     del handle  # release the QNN context before the next backend compiles
+    return assignment, _read_trace(trace_dir)
+
+
+def _read_trace(trace_dir: str) -> dict | None:
     trace_file = Path(trace_dir, "qnn_op_trace.json")
-    trace = json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else None
-    return assignment, trace
+    try:
+        return json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     """Worker handler: ``args.path`` (the model on this host), ``args.config`` (its backend field
-    is ignored), ``args.backends``. Returns per-backend reports keyed by model node name, tensor
-    shapes, and how the optimized graph relates to the model.
+    is ignored), ``args.backends``, ``args.input_shapes``. Returns per-backend reports keyed by
+    model node name, tensor shapes, and how the optimized graph relates to the model.
 
     ONNX Runtime releases the GIL while it builds a session, so the pre-partition graph (a CPU
     session that writes the optimized model) is built on a thread while QNN compiles the HTP
@@ -388,73 +458,96 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
 
     started = time.perf_counter()
     backends = list(args.backends)
-    runtime = versions()
     emit(Stage("reading model", 0.02))
-    prepared = prepare(args.path)
+    prepared = prepare(args.path, dict(args.input_shapes))
     base = args.config.replace(backend="htp")
     workdir = tempfile.mkdtemp(prefix="qbl-partition-")
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         register()
-        opt_future = pool.submit(_opt_graph, prepared, base, workdir)
+        emit(Stage("inferring tensor shapes", 0.05))
+        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
+        graph_future = pool.submit(_runtime_graph, prepared, base, workdir, shapes)
         # The probe runs before the HTP session, not beside it: its native error lines must not
         # mix with those of a failing HTP session (the outcome is cached for a day anyway).
         gpu_probe = probe_gpu_cached() if "gpu" in backends else None
-        emit(Stage("inferring tensor shapes", 0.05))
-        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
-        raw: dict[str, tuple | str | None] = {}
-        share = 0.8 / max(len(backends), 1)
-        for i, backend in enumerate(backends):
-            progress = 0.1 + i * share
-            if backend == "gpu":
-                emit(Stage("probing the GPU backend", progress, backend))
-                ok, error, when = gpu_probe
-                if not ok:
-                    raw[backend] = f"unavailable: {error} (probed {when})"
-                    continue
-            emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
-                       backend))
-            start = time.perf_counter()
-            config = base.replace(backend=backend)
-            try:
-                raw[backend] = (*session_report(prepared, config, workdir), time.perf_counter() - start)
-            except UserError as exc:
-                raw[backend] = str(exc)
+        raw = _sessions(prepared, base, backends, gpu_probe, workdir, emit)
         emit(Stage("ONNX Runtime pre-partition graph", 0.92))
         try:
-            opt = opt_future.result()
+            runtime_graph = graph_future.result()
         except UserError as exc:
             raise UserError(f"cannot build the graph ONNX Runtime partitions: {exc}") from None
-        placement = place_model_nodes(prepared.graph, opt)
-        reports: dict[str, BackendReport] = {}
-        opt_htp: dict[str, NodeSupport] | None = None
-        for backend, outcome in raw.items():
-            if isinstance(outcome, str) and not outcome.startswith("unavailable: "):
-                reports[backend] = failed(backend, outcome, runtime=runtime)
-            elif isinstance(outcome, tuple):
-                assignment, trace, seconds = outcome
-                m = measure(opt, assignment, trace)
-                verdicts = opt_verdicts(opt, m)
-                opt_htp = verdicts if backend == "htp" else opt_htp
-                reports[backend] = BackendReport(
-                    backend, MEASURED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
-                    qnn_subgraphs=m.qnn_subgraphs, added_nodes=m.added,
-                    source=f"measured with onnxruntime-qnn {runtime.get('onnxruntime_qnn')} "
-                           f"(QNN SDK {runtime.get('qnn_sdk')}) on {platform.node()}",
-                    seconds=round(seconds, 3))
-        for backend, outcome in raw.items():
-            if isinstance(outcome, str) and outcome.startswith("unavailable: "):
-                emit(Stage("predicting GPU support from the rule table", 0.96))
-                verdicts = predicted_verdicts(opt, shapes, opt_htp)
-                reports[backend] = BackendReport(
-                    backend, PREDICTED, runtime=runtime, nodes=model_verdicts(prepared.graph, placement, verdicts),
-                    source="predicted by the GPU rule table (the GPU backend does not initialize here: "
-                           f"{outcome.removeprefix('unavailable: ')})")
+        placement = place_model_nodes(prepared.graph, runtime_graph.opt)
+        reports = _reports(prepared, runtime_graph, placement, raw, versions(), emit)
         emit(Stage("done", 1.0))
         return PartitionResult(
-            backends={b: reports[b] for b in backends}, shapes=shapes, shape_source=shape_source,
-            placement={name: (p.kind, p.target) for name, p in placement.items()}, optimized_nodes=len(opt.nodes),
-            renamed_nodes=prepared.renamed, runtime=runtime, seconds=round(time.perf_counter() - started, 3))
+            backends={b: reports[b] for b in backends}, shapes=_merged_shapes(shapes, runtime_graph.shapes),
+            shape_source=shape_source, placement={name: (p.kind, p.target) for name, p in placement.items()},
+            optimized_nodes=len(runtime_graph.opt.nodes), renamed_nodes=prepared.renamed, runtime=versions(),
+            seconds=round(time.perf_counter() - started, 3))
     finally:
         pool.shutdown(wait=True)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+UNAVAILABLE = "unavailable: "
+
+
+def _sessions(prepared: Prepared, base, backends: list[str], gpu_probe, workdir: str,
+              emit: Emit) -> dict[str, tuple | str]:
+    """Per backend: (assignment, trace, seconds) of its session, its failure as one line, or
+    ``UNAVAILABLE`` + why for a GPU that does not initialize here (then it is predicted)."""
+    raw: dict[str, tuple | str] = {}
+    share = 0.8 / max(len(backends), 1)
+    for i, backend in enumerate(backends):
+        progress = 0.1 + i * share
+        if backend == "gpu":
+            emit(Stage("probing the GPU backend", progress, backend))
+            ok, error, when = gpu_probe
+            if not ok:
+                raw[backend] = f"{UNAVAILABLE}{error} (probed {when})"
+                continue
+        emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
+                   backend))
+        start = time.perf_counter()
+        try:
+            raw[backend] = (*session_report(prepared, base.replace(backend=backend), workdir),
+                            time.perf_counter() - start)
+        except UserError as exc:
+            raw[backend] = str(exc)
+    return raw
+
+
+HARDWARE_WORDS = {"simulator": "the HTP simulator of", "npu": "the NPU of", "gpu": "the GPU of"}
+
+
+def _reports(prepared: Prepared, runtime_graph: RuntimeGraph, placement: dict[str, Placement],
+             raw: dict[str, tuple | str], runtime: dict[str, str], emit: Emit) -> dict[str, BackendReport]:
+    """A ``BackendReport`` per backend. Each carries ``runtime.hardware`` (``qnn.hardware``): what
+    its figures were measured on, or None for a prediction."""
+    from dashboard.runtime.qnn import hardware
+
+    opt = runtime_graph.opt
+    reports: dict[str, BackendReport] = {}
+    for backend, outcome in raw.items():
+        where = {**runtime, "hardware": hardware(backend)}
+        if isinstance(outcome, tuple):
+            assignment, trace, seconds = outcome
+            m = measure(opt, assignment, trace)
+            reports[backend] = BackendReport(
+                backend, MEASURED, runtime=where,
+                nodes=model_verdicts(prepared.graph, placement, opt_verdicts(opt, m)),
+                qnn_subgraphs=m.qnn_subgraphs, added_nodes=m.added,
+                source=f"measured on {HARDWARE_WORDS.get(where['hardware'], 'the hardware of')} {platform.node()} "
+                       f"with onnxruntime-qnn {runtime.get('onnxruntime_qnn')} (QNN SDK {runtime.get('qnn_sdk')})",
+                seconds=round(seconds, 3))
+        elif not outcome.startswith(UNAVAILABLE):
+            reports[backend] = failed(backend, outcome, runtime=where)
+        else:
+            emit(Stage("predicting GPU support from the rule table", 0.96))
+            reports[backend] = BackendReport(
+                backend, PREDICTED, runtime={**runtime, "hardware": None},
+                nodes=model_verdicts(prepared.graph, placement, predicted_verdicts(runtime_graph)),
+                source="predicted by the GPU rule table (the GPU backend does not initialize here: "
+                       f"{outcome.removeprefix(UNAVAILABLE)})")
+    return reports

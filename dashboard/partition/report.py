@@ -121,11 +121,10 @@ class NodeClasses(Record):
 def classify_nodes(order: list[str], htp: BackendReport, gpu: BackendReport) -> NodeClasses:
     """Class of each node (``order``: model node names in topological order). A node ORT removed
     before partitioning (status ``removed`` on a measured backend) runs nowhere: ``removed``."""
-    missing = [r.backend for r in (htp, gpu) if not r.usable]
-    if missing:
-        return NodeClasses(note=f"no per-node verdicts from {' and '.join(missing)} "
-                                f"({'; '.join((r.error or r.status) for r in (htp, gpu) if not r.usable)}): "
-                                "classes need both backends")
+    missing = [r for r in (htp, gpu) if not r.usable]
+    if missing:  # the backends' own errors are in their reports: not repeated here
+        why = " and ".join(f"{r.backend.upper()} ({'failed' if r.status == FAILED else 'no nodes'})" for r in missing)
+        return NodeClasses(note=f"no per-node verdicts from {why}: classes need both backends")
     out = NodeClasses()
     for name in order:
         h, g = htp.nodes.get(name), gpu.nodes.get(name)
@@ -187,6 +186,7 @@ class PartitionReport(Record):
     shape_source: str = ""
     dims: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    device: str = ""  # where it was measured (the device's label)
     schema: str = SCHEMA
     elapsed_s: float | None = None
     cached: bool = False

@@ -119,6 +119,11 @@ class WorkerClient:
         if proc is not None:
             self._kill(proc)
 
+    def stop(self) -> None:
+        """Kill the worker now, from any thread: a user cancelled its job. A ``call`` waiting on it
+        fails at once as a crash."""
+        self._abandon()
+
     def close(self) -> None:
         proc = self._proc
         if proc is None:

@@ -67,6 +67,28 @@ def versions() -> dict[str, str]:
     return {"onnxruntime": ort.__version__, **qnn}
 
 
+def hardware(backend: str) -> str:
+    """What a backend's figures on this host are measured on: ``"simulator"`` for the HTP on an
+    x86_64 host (QNN's HTP simulator: real compilation, emulated execution, far slower than an
+    NPU), ``"npu"`` for the HTP on an ARM64 host whose QNN EP exposes an NPU device, ``"gpu"`` and
+    ``"cpu"`` for those backends, ``"unknown"`` for an HTP this rule cannot place. Decided in the
+    worker, on the host that measures, and carried in every result, so no page or report can
+    present simulator latency as NPU latency."""
+    if backend in ("gpu", "cpu"):
+        return backend
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        return "simulator"
+    if machine in ("aarch64", "arm64"):
+        try:
+            devices = register()
+        except UserError:
+            devices = ()
+        if any(str(d.device.type).rsplit(".", 1)[-1] == "NPU" for d in devices):
+            return "npu"
+    return "unknown"
+
+
 def host_info() -> dict:
     """What a device page shows about this host (cheap: no session is created)."""
     return {

@@ -54,3 +54,16 @@ def soc_for(soc: str | None, fp16: bool) -> str | None:
     if soc:
         return resolve_soc(soc).key
     return DEFAULT_SOC if fp16 else None
+
+
+# What figures were measured on (``runtime.qnn.hardware``, decided by the worker that measured),
+# in the words pages, CLI text and reports use: simulator figures are never shown as NPU figures.
+HARDWARE_LABELS = {"simulator": "HTP simulator (x86_64)", "npu": "NPU (Hexagon HTP)", "gpu": "Adreno GPU",
+                   "cpu": "CPU", "unknown": "unidentified hardware"}
+SIMULATOR_NOTE = ("the HTP simulator runs QNN's real compiler but emulates the NPU on this x86_64 CPU: its "
+                  "latencies are many times an NPU's and say nothing about NPU speed")
+
+
+def hardware_label(hardware: str | None) -> str:
+    """``"simulator"`` -> ``"HTP simulator (x86_64)"``; None (a prediction) -> ``"no hardware (predicted)"``."""
+    return "no hardware (predicted)" if hardware is None else HARDWARE_LABELS.get(hardware, hardware)
