@@ -14,6 +14,7 @@ from dashboard.cli.common import add_runtime_options
 from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
+from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions, TimelineRun, strategy_table
 from dashboard.timeline.remote import LiveRun, run_on_device
 
@@ -82,10 +83,14 @@ def _s(value) -> str:
 def report_lines(result: TimelineRun) -> list[str]:
     """The readable summary: setup, the comparison table, then what went wrong and why."""
     fast = result.fast
+    hardware = result.runtime.get("hardware")
     lines = [f"{result.model} on {result.device.get('label', 'local')}",
-             f"fast backend: {fast.get('label', fast.get('backend'))}; target: {result.target.get('label', '')}",
-             f"workload: {result.workload.get('requests')} requests at {result.workload.get('rate')}/s, "
-             f"{result.workload.get('concurrency')} at a time", ""]
+             f"fast backend: {fast.get('label', fast.get('backend'))}; target: {result.target.get('label', '')}"
+             f" on the {hardware_label(hardware)}"]
+    if hardware == "simulator":
+        lines.append(f"note: {SIMULATOR_NOTE}; run on a Snapdragon device (--device) for NPU figures")
+    lines += [f"workload: {result.workload.get('requests')} requests at {result.workload.get('rate')}/s, "
+              f"{result.workload.get('concurrency')} at a time", ""]
     header = f"{'strategy':<30} {'1st answer':>10} {'swap at':>9} {'p50 before':>10} {'p50 after':>10} " \
              f"{'p99':>9} {'req/s':>7} {'failed':>6}"
     lines.append(header)

@@ -28,7 +28,10 @@ def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event
                                         on_event=notify)
         result = worker.call("timeline", TimelineArgs(remote_path, options), timeout=timeout, on_event=notify)
         hello = worker.hello.to_json() if worker.hello else {}
-    info = {**device.to_json(), "worker": hello, "model_path": remote_path}
+    # What the target's figures were measured on, as the worker decided (``qnn.hardware``):
+    # "simulator" on an x86_64 host, "npu" on a Snapdragon.
+    info = {**device.to_json(), "worker": hello, "model_path": remote_path,
+            "runtime": {"hardware": result.runtime.get("hardware")}}
     return dataclasses.replace(result, device=info, model=model_path)
 
 

@@ -44,8 +44,9 @@ from dashboard.intake.shapes import resolve_dims
 from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
                                 TimelineRequest)
 from dashboard.runtime.config import SessionConfig
-from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, probe_backend, random_inputs,
-                                   register, shared_memory_device, shared_memory_status, soc_info, versions)
+from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, hardware, probe_backend,
+                                   random_inputs, register, shared_memory_device, shared_memory_status, soc_info,
+                                   versions)
 from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.switch import SessionSwitch
 
@@ -253,7 +254,8 @@ class Runner:
                       "inputs": self.options.inputs or "generated from the model's input specs", "dims": self.dims},
             strategies=strategies, fast=self.fast,
             target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]},
-            shared_memory=self.shared, prime=prime, runtime={**versions(), "soc": soc_info()})
+            shared_memory=self.shared, prime=prime,
+            runtime={**versions(), "soc": soc_info(), "hardware": hardware(self.options.target)})
 
     def _prime(self) -> dict:
         """Load the QNN libraries, pick the fast backend, build the inputs and CPU reference."""
