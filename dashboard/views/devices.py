@@ -2,9 +2,12 @@
 and what each device can do: OS/arch, runtime versions, which QNN backends initialize, the
 shared-memory allocator, and what it says about its SoC.
 
-The list lives in the session; the device picked here is the one the Timeline page runs on
-(``current_device``). Probing starts the device's worker, so a device that cannot be reached is
-one error line, and a native crash while probing never takes the dashboard down.
+The list lives in the session; the device picked here (or added last) is the current device,
+the one the Partitions and Timeline pages start on (``current_device``); picking another one on
+those pages makes it current everywhere. This machine is probed when the page opens (once per
+server per ``LOCAL_PROBE_TTL_S``; Probe measures again). Probing starts the device's worker, so a
+device that cannot be reached is one error line, and a native crash while probing never takes the
+dashboard down.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import streamlit as st
 
 from dashboard.errors import UserError
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
+from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
 
 _DEVICES = "devices"  # url -> Device
 _PROBES = "device_probes"  # url -> probe result dict, or {"error": one line}
 _CURRENT = "device_current"
 PROBE_TIMEOUT = 180.0
+LOCAL_PROBE_TTL_S = 3600
 NO_GPU_NOTE = ("No QNN GPU on this host: the timeline's fast backend here is ONNX Runtime's CPU EP, labelled "
                "**CPU EP (no QNN GPU on this host)**; GPU figures need a Snapdragon device.")
 
@@ -33,20 +38,27 @@ def devices() -> dict[str, Device]:
 
 
 def current_device() -> Device:
-    """The device the Timeline page runs on (this machine unless the user picked another)."""
+    """The device the pages run on: the one picked last anywhere, this machine by default."""
     known = devices()
     return known.get(st.session_state.get(_CURRENT, "local"), known["local"])
 
 
-def select_device(label: str = "Device", key: str = "device_pick") -> Device:
-    """A picker over the session's devices that also sets the current one."""
+def select_device(label: str = "Device", key: str = "device_pick", in_form: bool = False) -> Device:
+    """A picker over the session's devices that shows the current device and makes the one picked
+    current everywhere. The widget is set to the current device before it is drawn, so a device
+    added or picked on another page is what every picker shows. Inside a form a widget cannot
+    have a callback: the form's submit button must call ``adopt(key)``."""
     known = devices()
-    urls = list(known)
-    current = st.session_state.get(_CURRENT, "local")
-    picked = st.selectbox(label, urls, index=urls.index(current) if current in urls else 0,
-                          format_func=lambda url: known[url].label, key=key)
-    st.session_state[_CURRENT] = picked
+    st.session_state[key] = current_device().url
+    picked = st.selectbox(label, list(known), format_func=lambda url: known[url].label, key=key,
+                          on_change=None if in_form else adopt, args=None if in_form else (key,))
     return known[picked]
+
+
+def adopt(key: str) -> None:
+    """Make the device picked in the widget ``key`` the current one (a widget callback)."""
+    if st.session_state.get(key) in devices():
+        st.session_state[_CURRENT] = st.session_state[key]
 
 
 def render() -> None:
@@ -57,17 +69,19 @@ def render() -> None:
     _add_form()
     known = devices()
     probes: dict = st.session_state.setdefault(_PROBES, {})
-    select_device("Device used by the Timeline page")
+    select_device("Device used by the Partitions and Timeline pages")
+    if "local" not in probes:
+        with st.spinner("Probing this machine: starting its worker, one tiny session per backend…"):
+            probes["local"] = _probe_local()
     for url, device in list(known.items()):
         with st.container(border=True):
             head, probe_col, remove_col = st.columns([6, 1, 1], vertical_alignment="center")
             head.markdown(f"**{md(device.label)}**")
             if probe_col.button("Probe", key=f"probe_{url}", icon=":material/radar:"):
                 with st.spinner(f"Probing {device.label}: starting its worker, one tiny session per backend…"):
-                    try:
-                        probes[url] = device.probe(timeout=PROBE_TIMEOUT)
-                    except UserError as exc:
-                        probes[url] = {"error": str(exc)}
+                    if url == "local":
+                        _probe_local.clear()
+                    probes[url] = _probe_local() if url == "local" else _probe(device)
             if url != "local" and remove_col.button("Remove", key=f"remove_{url}", icon=":material/delete:"):
                 known.pop(url)
                 probes.pop(url, None)
@@ -76,6 +90,20 @@ def render() -> None:
                 st.rerun()
             if url in probes:
                 _show_probe(probes[url])
+
+
+def _probe(device: Device) -> dict:
+    try:
+        return device.probe(timeout=PROBE_TIMEOUT)
+    except UserError as exc:
+        return {"error": str(exc)}
+
+
+@st.cache_data(ttl=LOCAL_PROBE_TTL_S, show_spinner=False)
+def _probe_local() -> dict:
+    """This machine's probe, shared by every session: it costs a worker and three tiny sessions,
+    and what this host can run does not change while the server runs."""
+    return _probe(Device.parse("local"))
 
 
 def _add_form() -> None:
@@ -144,3 +172,6 @@ def _show_probe(result: dict) -> None:
     else:
         st.caption("HTP arch / SoC: not reported by this worker's probe.")
     st.caption(f"Probed in {result.get('seconds', 0):.1f} s.")
+    if result.get("arch") in ("x86_64", "AMD64") and backends.get("htp", {}).get("ok"):
+        st.caption(f"HTP figures on this host are measured on the {hardware_label('simulator')}: "
+                   f"{SIMULATOR_NOTE}.")

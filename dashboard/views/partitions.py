@@ -1,42 +1,70 @@
 """Partitions page: which nodes HTP and GPU claim, why not, the classes, and the migration plans.
 
 Built to answer "which nodes keep my model off the NPU, and why" in one look: right under the
-knobs come the per-backend status, the class counts, and the table of nodes the HTP refuses with
-the EP's own reason and the GPU's verdict beside it. Below: the per-op-type table, the segment
-strip of each plan, the coloured graph (collapsed into segments for large models, zoomable into
-one segment) and the selected node's details. Every GPU figure says whether it was measured or
-predicted. Changing a knob re-runs the analysis (answered from the on-disk cache when seen
-before) and shows what changed against the previous run.
+options come the per-backend status (with the hardware each figure was measured on: the x86_64
+HTP simulator is never presented as an NPU), the class counts, and the table of nodes the HTP
+refuses with the GPU's verdict and the EP's reason. Below: the per-op-type table, the segment
+strip of each plan, the coloured graph and the selected node's details. Every GPU figure says
+whether it was measured or predicted.
+
+The options are a form: nothing runs until Apply (an analysis takes seconds to minutes on real
+models). The analysis runs on a background thread (``views.jobs``) on the device picked, with the
+step and the time elapsed shown while it runs and a Cancel button that stops its worker.
+Answers come from the on-disk cache when seen before, and the page shows what changed against
+the previous successful run. Page text names the fields, never command-line flags
+(``field_words``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pandas as pd
 import streamlit as st
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.shapes import default_dims, is_float_model
-from dashboard.messages import ProgressEvent, Stage, Upload
+from dashboard.intake.shapes import default_dims, is_float_model, parse_shape, unnamed_dynamic_inputs
 from dashboard.partition import gpu_rules
 from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
 from dashboard.partition.plans import SEGMENT_LABELS
-from dashboard.partition.report import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
+from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED, PREDICTED, REMOVED, PartitionReport,
+                                        op_type_table)
 from dashboard.render import partition_graph as graph_render
-from dashboard.runtime.socs import DEFAULT_SOC, SOCS
-from dashboard.views import state
+from dashboard.runtime.devices import Device
+from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
+from dashboard.views import jobs, state
+from dashboard.views.devices import adopt, select_device
+from dashboard.views.report import download_name
 from dashboard.views.safe import md, short
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
-_HISTORY = "partition_history"      # [(options key, summary)] last two runs, for the difference
+_HISTORY = "partition_history"      # [(options key, summary, options)] last two successful runs
 _DEVICES = "partition_device_reports"
+_JOB = "partition_job"
 _NODE = "partition_node"
 _NODE_PICK = "pt_node_pick"
+_DEVICE_PICK = "pt_device"
 STATUS_BADGE = {MEASURED: ":green-badge[measured]", PREDICTED: ":orange-badge[predicted]",
-                "failed": ":red-badge[failed]"}
+                FAILED: ":red-badge[failed]"}
+
+# The fields of the options form, by the command-line flag that sets the same option: the page
+# names its fields where the analysis' messages (shared with the CLI) name flags.
+FIELDS = {
+    "backends": "Backends", "fp16": "HTP fp16 precision", "soc": "Snapdragon SoC",
+    "optimization-level": "ONNX Runtime optimization level", "timeout": "Timeout (s)",
+    "option": "Extra QNN provider options", "dim": "Symbolic dimensions", "shape": "Input shapes",
+    "device": "Device",
+}
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: NAME=[^\s),;:]+)?")
+
+
+def field_words(text: str) -> str:
+    """``text`` with each command-line flag replaced by the name of the field that sets it here
+    (``--fp16`` -> ``option 'HTP fp16 precision'``)."""
+    return _FLAG.sub(lambda m: f"option ‘{FIELDS[m.group(1)]}’" if m.group(1) in FIELDS else m.group(0), text)
 
 
 def render() -> None:
@@ -46,12 +74,12 @@ def render() -> None:
     st.caption(f"{md(selected.name, 120)} · which nodes the QNN HTP and GPU backends claim, why not, and "
                "what hot migration would run where")
     try:
-        options, timeout = _knobs(graph, selected.digest)
+        options, timeout, device, applied = _knobs(graph, selected.digest)
     except UserError as exc:
-        st.error(md(exc), icon=":material/error:")
+        st.error(md(field_words(str(exc))), icon=":material/error:")
         return
     devices = _device_reports(selected.digest)
-    report = _report(selected, options, timeout, devices)
+    report = _report(selected, options, timeout, devices, device, applied)
     if report is None:
         return
     _diff_against_previous(report, options)
@@ -70,50 +98,85 @@ def render() -> None:
         _rule_table()
     _node_details(report, graph)
     for note in report.notes:
-        st.caption(f"Note: {md(note)}")
+        st.caption(f"Note: {md(field_words(note))}")
     st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
-                       file_name="partition_report.json", mime="application/json", icon=":material/download:")
+                       file_name=download_name(selected.path, "partitions", "json"), mime="application/json",
+                       icon=":material/download:")
 
 
 # -- knobs ---------------------------------------------------------------------------------------------
-def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float]:
+def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float, Device, bool]:
+    """The options form: its values change only when Apply is pressed (a form's widgets keep their
+    last submitted values), so every other interaction leaves the analysis alone."""
     defaults = default_dims(graph)
-    with st.expander("Analysis options: dimensions, precision, SoC, provider options", expanded=False,
-                     icon=":material/tune:"):
+    with st.form(f"pt_options_{digest}", border=True):
+        st.markdown("**Analysis options** · applied together with **Apply**")
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
-            backends = st.multiselect("Backends", ["htp", "gpu"], default=["htp", "gpu"], key=f"pt_backends_{digest}")
-            fp16 = st.toggle("HTP fp16 precision", value=is_float_model(graph), key=f"pt_fp16_{digest}",
+            device = select_device(FIELDS["device"], key=_DEVICE_PICK, in_form=True)
+            backends = st.multiselect(FIELDS["backends"], ["htp", "gpu"], default=["htp", "gpu"],
+                                      key=f"pt_backends_{digest}")
+            fp16 = st.toggle(FIELDS["fp16"], value=is_float_model(graph), key=f"pt_fp16_{digest}",
                              help="Float32 graphs of any size rarely fit the HTP without it "
                                   "(QNN_COMMON_ERROR_MEM_ALLOC at finalize); needs a SoC.")
             soc_keys = [s.key for s in SOCS]
-            soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC),
+            soc = st.selectbox(FIELDS["soc"], soc_keys, index=soc_keys.index(DEFAULT_SOC),
                                format_func=lambda k: next(s.name for s in SOCS if s.key == k),
                                key=f"pt_soc_{digest}")
         with mid:
-            level = st.selectbox("ONNX Runtime optimization level", OPT_LEVELS, key=f"pt_level_{digest}",
+            level = st.selectbox(FIELDS["optimization-level"], OPT_LEVELS, key=f"pt_level_{digest}",
                                  help="Level-1 optimizations run before partitioning; 'disabled' measures the "
                                       "file's graph as it is.")
-            timeout = st.number_input("Timeout (s)", min_value=10, max_value=7200, value=int(DEFAULT_TIMEOUT),
+            timeout = st.number_input(FIELDS["timeout"], min_value=10, max_value=7200, value=int(DEFAULT_TIMEOUT),
                                       step=30, key=f"pt_timeout_{digest}")
-            extra = st.text_area("Extra QNN provider options (KEY=VALUE per line)", key=f"pt_opts_{digest}",
+            extra = st.text_area(f"{FIELDS['option']} (KEY=VALUE per line)", key=f"pt_opts_{digest}",
                                  height=90, placeholder="htp_graph_finalization_optimization_mode=3")
         with right:
-            dims = {}
-            if defaults:
-                st.markdown("**Symbolic dimensions** (pre-filled; QNN needs them fixed)")
-                cols = st.columns(2)
-                for i, (name, default) in enumerate(defaults.items()):
-                    dims[name] = int(cols[i % 2].number_input(
-                        short(name, 40), min_value=1, value=default.value, step=1, key=f"pt_dim_{digest}_{name}",
-                        help=default.why + (" — a guess" if default.guessed else "")))
-            else:
-                st.markdown("All input shapes are static.")
+            dims = _dim_fields(defaults, digest)
+            shape_texts = _shape_fields(graph, defaults, digest)
+        applied = st.form_submit_button("Apply", type="primary", icon=":material/play_arrow:", key="pt_apply",
+                                        on_click=adopt, args=(_DEVICE_PICK,))
     lines = [line for line in (extra or "").splitlines() if line.strip()]
-    options = PartitionOptions(backends=tuple(backends or ("htp",)), dims=dims, fp16=fp16, soc=soc if fp16 else None,
-                               provider_options=parse_assignments(lines, "provider option"),
+    shapes = {name: parse_shape(text, f"input {name!r}") for name, text in shape_texts.items()
+              if text.strip() and "?" not in text}
+    options = PartitionOptions(backends=tuple(backends or ("htp",)), dims=dims, shapes=shapes, fp16=fp16,
+                               soc=soc if fp16 else None, provider_options=parse_assignments(lines, "provider option"),
                                optimization_level=level)
-    return options, float(timeout)
+    return options, float(timeout), device, applied
+
+
+def _dim_fields(defaults: dict, digest: str) -> dict[str, int]:
+    dims = {}
+    if defaults:
+        st.markdown(f"**{FIELDS['dim']}** (pre-filled; QNN needs them fixed)")
+        cols = st.columns(2)
+        for i, (name, default) in enumerate(defaults.items()):
+            dims[name] = int(cols[i % 2].number_input(
+                short(name, 40), min_value=1, value=default.value, step=1, key=f"pt_dim_{digest}_{name}",
+                help=default.why + (" — a guess" if default.guessed else "")))
+    return dims
+
+
+def _shape_fields(graph: ModelGraph, defaults: dict, digest: str) -> dict[str, str]:
+    """A field per input with unnamed dimensions (``?``): its whole shape, pre-filled with what is
+    known (fixed sizes, named dimensions' defaults) and ``?`` where the user must decide."""
+    unnamed = unnamed_dynamic_inputs(graph)
+    if not unnamed:
+        if not defaults:
+            st.markdown("All input shapes are static.")
+        return {}
+    st.markdown(f"**{FIELDS['shape']}** (inputs with unnamed dimensions: replace each ? with a size)")
+    specs = {t.name: t for t in graph.inputs}
+    out = {}
+    for name in unnamed:
+        shape = specs[name].shape or ()
+        prefill = ", ".join(str(d) if isinstance(d, int) else str(defaults[d].value) if d in defaults else "?"
+                            for d in shape)
+        out[name] = st.text_input(short(name, 40), value=prefill, key=f"pt_shape_{digest}_{name}",
+                                  placeholder="e.g. 1, 576",
+                                  help=f"Declared {specs[name].shape_text()}. The analysis gives the sessions a "
+                                       "copy of the model whose input has this shape; the file is not changed.")
+    return out
 
 
 def _device_reports(digest: str) -> list[tuple[str, str]]:
@@ -121,8 +184,10 @@ def _device_reports(digest: str) -> list[tuple[str, str]]:
     reports = stored.setdefault(digest, [])
     with st.expander("Device report: replace predicted GPU figures with ones measured on a Snapdragon",
                      icon=":material/upload_file:", expanded=False):
-        st.markdown("Run `python -m dashboard partition MODEL --out report.json` on the device (same options), "
-                    "then upload the file here.")
+        st.markdown("A device you can reach over SSH can be picked in the options above. Otherwise run the "
+                    "partition command on the device with the same options, save its JSON report and upload it "
+                    "here:")
+        st.code("python -m dashboard partition MODEL --out report.json", language="bash")
         upload = st.file_uploader("Device report (JSON)", type=["json"], key=f"pt_device_{digest}")
         if upload is not None:
             text = upload.getvalue().decode("utf-8", "replace")
@@ -137,41 +202,41 @@ def _device_reports(digest: str) -> list[tuple[str, str]]:
 
 
 # -- running ---------------------------------------------------------------------------------------------
-def _options_key(options: PartitionOptions, devices: list[tuple[str, str]]) -> str:
-    blob = json.dumps({"o": options.to_json(), "d": [hashlib.blake2b(t.encode(), digest_size=8).hexdigest()
-                                                     for _, t in devices]}, sort_keys=True)
+def _options_key(options: PartitionOptions, devices: list[tuple[str, str]], device: Device) -> str:
+    blob = json.dumps({"o": options.to_json(), "at": device.url,
+                       "d": [hashlib.blake2b(t.encode(), digest_size=8).hexdigest() for _, t in devices]},
+                      sort_keys=True)
     return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
 
 
-def _report(selected, options: PartitionOptions, timeout: float,
-            devices: list[tuple[str, str]]) -> PartitionReport | None:
-    key = f"{selected.digest}:{_options_key(options, devices)}"
+def _report(selected, options: PartitionOptions, timeout: float, devices: list[tuple[str, str]], device: Device,
+            applied: bool) -> PartitionReport | None:
+    """The report for these options: from the session, else from the analysis job (started on the
+    first visit, and again on Apply). A job still running is shown with its progress and Cancel;
+    a cancelled or failed one says so until the options are applied again."""
+    key = f"{selected.digest}:{_options_key(options, devices, device)}"
     reports: dict = st.session_state.setdefault(_REPORTS, {})
     if key in reports:
         return reports[key]
-    with st.status("Analysing partitions…", expanded=True) as status:
-        bar = st.progress(0.0, text="starting")
-
-        def on_event(event: ProgressEvent) -> None:
-            if isinstance(event, Stage):
-                bar.progress(min(max(event.progress, 0.0), 1.0), text=event.stage)
-            elif isinstance(event, Upload):
-                bar.progress(0.0, text=f"sending the model: {event.sent / max(event.total, 1):.0%}")
-
-        try:
-            report = analyze(selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
-                             digest=selected.digest)
-        except UserError as exc:
-            status.update(label="The analysis could not start", state="error")
-            st.error(md(exc), icon=":material/error:")
-            return None
-        failed = [b for b, r in report.backends.items() if r.status == "failed"]
-        label = ("From the cache" if report.cached else f"Analysed in {report.elapsed_s:.1f} s") + \
-            (f" — {', '.join(failed)} failed" if failed else "")
-        status.update(label=label, state="error" if failed else "complete", expanded=False)
+    job = jobs.current(_JOB)
+    if job is None or job.key != key or (applied and job.done):
+        job = jobs.start(_JOB, key, f"Analysing on {device.label}", lambda on_event, cancel: analyze(
+            selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
+            digest=selected.digest, device=device, cancel=cancel))
+        job.wait(jobs.QUICK_S)
+    if not job.done:
+        jobs.show(_JOB)
+        return None
+    if job.result is None:
+        jobs.outcome(job)
+        return None
     if len(reports) > 16:
         reports.pop(next(iter(reports)))
-    reports[key] = report
+    reports[key] = job.result
+    report: PartitionReport = job.result
+    failed = [b.upper() for b, r in report.backends.items() if r.status == FAILED]
+    st.caption(("Answered from the cache" if report.cached else f"Analysed in {report.elapsed_s:.1f} s")
+               + f" on {md(report.device or device.label)}" + (f" · {', '.join(failed)} failed" if failed else ""))
     return report
 
 
@@ -181,12 +246,16 @@ def _summary(report: PartitionReport) -> dict:
 
 
 def _diff_against_previous(report: PartitionReport, options: PartitionOptions) -> None:
+    """What changed against the previous run that produced classes (a failed run has none, and
+    comparing with it would show every class dropping to 0)."""
+    if report.classes.note:
+        return
     history: list = st.session_state.setdefault(_HISTORY, [])
-    key = f"{report.digest}:{json.dumps(options.to_json(), sort_keys=True)}"
+    key = f"{report.digest}:{json.dumps(options.to_json(), sort_keys=True)}:{report.device}"
     if not history or history[-1][0] != key:
-        history.append((key, _summary(report), options.to_json()))
+        history.append((key, _summary(report), {**options.to_json(), "device": report.device}))
         del history[:-2]
-    if len(history) < 2 or not history[0][0].startswith(report.digest):
+    if len(history) < 2 or not history[0][0].startswith(report.digest) or history[-1][0] != key:
         return
     (_, before, old_opts), (_, after, new_opts) = history
     changed_opts = {k: (old_opts.get(k), v) for k, v in new_opts.items() if old_opts.get(k) != v}
@@ -205,24 +274,46 @@ def _diff_against_previous(report: PartitionReport, options: PartitionOptions) -
 
 
 # -- headline --------------------------------------------------------------------------------------------
+def _figure_badge(backend) -> str:
+    """``measured · HTP simulator (x86_64)`` for a measurement, the bare status otherwise."""
+    badge = STATUS_BADGE.get(backend.status, backend.status)
+    if backend.status == MEASURED and backend.runtime.get("hardware"):
+        color = "orange" if backend.runtime["hardware"] == "simulator" else "green"
+        badge += f" :{color}-badge[on the {hardware_label(backend.runtime['hardware'])}]"
+    return badge
+
+
 def _backend_status(report: PartitionReport) -> None:
     cols = st.columns(max(len(report.backends), 1))
     for col, (name, backend) in zip(cols, report.backends.items()):
         with col.container(border=True):
             claimed = sum(1 for v in backend.nodes.values() if v.supported)
-            st.markdown(f"**{name.upper()}** {STATUS_BADGE.get(backend.status, backend.status)}")
+            st.markdown(f"**{name.upper()}** {_figure_badge(backend)}")
             if backend.nodes:
                 where = f" in {backend.qnn_subgraphs} QNN subgraph(s)" if backend.status == MEASURED else ""
                 st.markdown(f"{'claims' if backend.status == MEASURED else 'predicted to claim'} "
                             f"**{claimed} of {len(backend.nodes)}** nodes{where}")
             st.caption(md(backend.source or "", 300))
-            if backend.error:
-                st.error(md(backend.error, 600), icon=":material/error:")
-            if backend.suggestion:
-                st.info(md(backend.suggestion), icon=":material/lightbulb:")
+            if backend.status == MEASURED and backend.runtime.get("hardware") == "simulator":
+                st.caption(f"Claims are the HTP's; timings from here are not NPU timings: {SIMULATOR_NOTE}.")
+            _failure(backend)
             if backend.added_nodes:
                 added = ", ".join(f"{a['count']}× {a['op_type']}" for a in backend.added_nodes)
                 st.caption(f"Nodes the runtime inserted (not model nodes): {md(added)}")
+
+
+def _failure(backend) -> None:
+    """One message with the next step; the runtime's own text one click away. Without a known
+    next step the runtime's message is the message."""
+    if backend.suggestion:
+        kind = st.error if backend.status == FAILED else st.info
+        kind(md(field_words(backend.suggestion)), icon=":material/error:" if backend.status == FAILED
+             else ":material/lightbulb:")
+        if backend.error:
+            with st.expander("The runtime's own message"):
+                st.code(backend.error, language=None, wrap_lines=True)
+    elif backend.error:
+        st.error(md(backend.error, 600), icon=":material/error:")
 
 
 def _class_metrics(report: PartitionReport) -> None:
@@ -232,13 +323,15 @@ def _class_metrics(report: PartitionReport) -> None:
     counts = report.classes.counts()
     total = max(sum(counts[c] for c in CLASSES), 1)
     gpu = report.backends.get("gpu")
-    tag = " (predicted)" if gpu is not None and gpu.status == PREDICTED else ""
+    if gpu is not None and gpu.status == PREDICTED:
+        st.caption("Classes use the **predicted** GPU verdicts (no GPU on this device); a device report or a "
+                   "Snapdragon device replaces them with measured ones.")
     cols = st.columns(len(CLASSES) + 1)
     for col, cls in zip(cols, CLASSES):
-        col.metric(CLASS_LABELS[cls] + tag, f"{counts[cls]}",
-                   f"{counts[cls] / total:.0%} of executed nodes", delta_color="off", border=True)
-    cols[-1].metric("removed by ONNX Runtime", counts["removed"], "run on no backend", delta_color="off",
-                    border=True, help="Folded into constants or eliminated before partitioning.")
+        col.metric(CLASS_LABELS[cls], f"{counts[cls]}", f"{counts[cls] / total:.0%} of executed nodes",
+                   delta_color="off", delta_arrow="off", border=True)
+    cols[-1].metric(CLASS_LABELS["removed"], counts["removed"], "run on no backend", delta_color="off",
+                    delta_arrow="off", border=True, help="Folded into constants or eliminated before partitioning.")
 
 
 def _off_npu(report: PartitionReport) -> None:
@@ -246,19 +339,25 @@ def _off_npu(report: PartitionReport) -> None:
     if htp is None or not htp.nodes:
         return
     gpu = report.backends.get("gpu")
-    refused = [(n, v) for n, v in htp.nodes.items() if not v.supported and v.status != "removed"]
+    refused = [(n, v) for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED]
     st.subheader(f"{len(refused)} node(s) keep the model off the NPU", anchor=False)
     if not refused:
         st.success("The HTP claims every node ONNX Runtime hands it.", icon=":material/check_circle:")
         return
+    gpu_column = f"GPU ({gpu.status})" if gpu else "GPU"
     rows = []
     for name, verdict in refused:
         g = gpu.nodes.get(name) if gpu else None
-        rows.append({"node": short(name), "op": verdict.op_type, "HTP reason": verdict.reason or "",
-                     f"GPU ({gpu.status if gpu else '—'})": ("claims" if g and g.supported else
-                                                             (g.reason or "refuses") if g else "—")})
+        rows.append({"node": short(name, 60), "op": verdict.op_type,
+                     gpu_column: "—" if g is None else "claims" if g.supported else "refuses",
+                     "HTP reason": verdict.reason or "",
+                     "GPU reason": (g.reason or "") if g is not None and not g.supported else ""})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 420),
-                 column_config={"HTP reason": st.column_config.TextColumn(width="large")})
+                 column_config={"node": st.column_config.TextColumn(width="medium"),
+                                "op": st.column_config.TextColumn(width="small"),
+                                gpu_column: st.column_config.TextColumn(width="small"),
+                                "HTP reason": st.column_config.TextColumn(width="large"),
+                                "GPU reason": st.column_config.TextColumn(width="medium")})
 
 
 # -- tabs ------------------------------------------------------------------------------------------------
@@ -373,10 +472,13 @@ def _verdict_rows(report: PartitionReport, name: str) -> list[dict]:
     rows = []
     for backend_name, backend in report.backends.items():
         verdict = backend.nodes.get(name)
-        rows.append({"backend": backend_name.upper(), "figure": backend.status,
+        hardware = backend.runtime.get("hardware") if backend.status == MEASURED else None
+        rows.append({"backend": backend_name.upper(),
+                     "figure": backend.status + (f" on the {hardware_label(hardware)}" if hardware else ""),
                      "verdict": "—" if verdict is None else "claimed" if verdict.supported else
                      "removed" if verdict.status == "removed" else "refused",
-                     "status": verdict.status if verdict else "—", "QNN op": (verdict.qnn_op or "") if verdict else "",
+                     "status": verdict.status if verdict else "—",
+                     "QNN op": (verdict.qnn_op or "") if verdict else "",
                      "reason": (verdict.reason or "") if verdict else "",
                      "fused into": (verdict.fused_into or "") if verdict else ""})
     return rows
@@ -386,10 +488,8 @@ def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
     names = report.node_order
     if not names:
         return
-    htp = report.backends.get("htp")
-    first_refused = next((n for n in names if htp and n in htp.nodes and not htp.nodes[n].supported), names[0])
     if st.session_state.get(_NODE_PICK) not in names:
-        st.session_state[_NODE_PICK] = first_refused
+        st.session_state[_NODE_PICK] = _first_node(report)
     st.subheader("Node", anchor=False)
     name = st.selectbox("Node (or click one in the graph)", names, key=_NODE_PICK, format_func=lambda n: short(n))
     st.session_state[_NODE] = name
@@ -404,6 +504,17 @@ def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
              "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))
             for t in tensors if t]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _first_node(report: PartitionReport) -> str:
+    """Where the node panel starts: the first node that keeps the model off the NPU (it runs, on
+    the CPU), else the first node that runs at all; never one ONNX Runtime removed."""
+    htp = report.backends.get("htp")
+    removed = set(report.classes.removed)
+    running = [n for n in report.node_order if n not in removed
+               and not (htp and n in htp.nodes and htp.nodes[n].status == REMOVED)]
+    refused = [n for n in running if htp and n in htp.nodes and not htp.nodes[n].supported]
+    return (refused or running or report.node_order)[0]
 
 
 def _rule_table() -> None:
