@@ -80,6 +80,12 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
     assert list(table["strategy"]) == ["fast only", "hot migration"] and list(table["failed"]) == [0, 0]
     assert "CPU EP (no QNN GPU on this host)" in texts(at.info) + texts(at.markdown)
     assert [t.label for t in at.tabs] == ["fast only", "hot migration"]
+    if data["runtime"]["hardware"] == "simulator":  # said next to the charts, and in the HTP's label
+        assert "Simulator latency is not NPU latency" in texts(at.warning)
+        assert "Snapdragon device" in texts(at.warning)
+        assert "QNN HTP on the HTP simulator (x86_64)" in texts(at.markdown)
+    assert [d.proto.label for d in at.get("download_button")][-4:] == [
+        "Run (JSON)", "Requests (CSV)", "Comparison (CSV)", "Events (CSV)"]
 
     # The same page on a device that cannot be reached: one error line, the first run stays.
     unreachable = Device.parse(f"ssh://nobody@127.0.0.1:{closed_port()}", connect_timeout=5)
@@ -101,8 +107,10 @@ def test_bad_provider_option_disables_the_run(small_model):
 
 
 def test_devices_page_probes_this_machine_and_rejects_bad_devices():
-    at = page("devices").run()
-    assert not at.exception
+    at = page("devices").run(timeout=RUN_TIMEOUT)
+    assert not at.exception and not at.error
+    probe = at.session_state["device_probes"]["local"]  # probed when the page opened, no click needed
+    assert probe["backends"]["htp"]["ok"] is True
     at.button(key="probe_local").click().run(timeout=RUN_TIMEOUT)
     assert not at.exception and not at.error
     probe = at.session_state["device_probes"]["local"]
@@ -120,8 +128,11 @@ def test_devices_page_probes_this_machine_and_rejects_bad_devices():
     at.text_input[0].input(url)
     next(b for b in at.button if b.label == "Add device").click().run()
     assert url in at.session_state["devices"]
+    assert at.session_state["device_current"] == url and at.selectbox(key="device_pick").value == url  # just added
     at.button(key=f"probe_{url}").click().run(timeout=RUN_TIMEOUT)
     assert "cannot reach" in texts(at.error)
+    at.switch_page("pages/timeline.py").run()  # the device added is what the Timeline page starts on
+    assert at.selectbox(key="tl_device").value == url
 
 
 def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):

@@ -6,6 +6,8 @@ the strategy being served grow as the worker streams its events. Afterwards: the
 comparison (table and bars), per strategy the Gantt of sessions and phases, the per-request
 latency coloured by backend with the swap marked, the events with the runtime's reasons, and
 whether outputs agreed. Runs stay in the session, download as JSON/CSV and can be compared.
+A run measured on the x86_64 HTP simulator says so next to its charts (and in the HTP's chart
+label): its latencies are the simulator's, not an NPU's.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pandas as pd
 import streamlit as st
@@ -24,16 +26,17 @@ from dashboard.intake.shapes import default_dims, is_float_model
 from dashboard.messages import ProgressEvent, StrategyEnd, StrategyStart
 from dashboard.partition.analysis import parse_assignments
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, strategy_bars
-from dashboard.runtime.socs import DEFAULT_SOC, SOCS
+from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv,
                                       strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
 from dashboard.views.devices import select_device
+from dashboard.views.report import download_name
 from dashboard.views.safe import md, short
 
-_RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON}], oldest first
+_RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON, "finished": UTC datetime}], oldest first
 _SHOWN = "timeline_shown"
 LIVE_REDRAW_S = 0.3
 FAST_CHOICES = {"auto": "device's QNN GPU, else CPU EP", "cpu": "CPU EP", "gpu": "QNN GPU"}
@@ -62,16 +65,17 @@ def render() -> None:
 
 # -- knobs -------------------------------------------------------------------------------------------
 def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
-    top = st.columns([3, 1, 1, 1, 2], vertical_alignment="bottom")
-    strategies = top[0].multiselect("Strategies", STRATEGIES, default=list(STRATEGIES), key=f"tl_strategies_{digest}",
-                                    format_func=lambda s: STRATEGY_TITLES[s])
-    requests = top[1].number_input("Requests", min_value=1, max_value=100_000, value=40, step=10,
+    # The strategies get a row of their own: in a narrow column the box folds chips into "+2".
+    strategies = st.multiselect("Strategies", STRATEGIES, default=list(STRATEGIES), key=f"tl_strategies_{digest}",
+                                format_func=lambda s: STRATEGY_TITLES[s])
+    top = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
+    requests = top[0].number_input("Requests", min_value=1, max_value=100_000, value=40, step=10,
                                    key=f"tl_requests_{digest}")
-    rate = top[2].number_input("Rate (req/s)", min_value=0.1, max_value=10_000.0, value=20.0, step=5.0,
+    rate = top[1].number_input("Rate (req/s)", min_value=0.1, max_value=10_000.0, value=20.0, step=5.0,
                                key=f"tl_rate_{digest}", help="Open loop: request i arrives at i / rate")
-    concurrency = top[3].number_input("In flight", min_value=1, max_value=64, value=2, key=f"tl_conc_{digest}",
+    concurrency = top[2].number_input("In flight", min_value=1, max_value=64, value=2, key=f"tl_conc_{digest}",
                                       help="Requests served at once (what a swap has to drain)")
-    fast = top[4].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
+    fast = top[3].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
                             key=f"tl_fast_{digest}")
     with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
         left, mid, right = st.columns([2, 2, 3], gap="medium")
@@ -146,7 +150,7 @@ def _run(device, selected, options: TimelineOptions) -> None:
     progress.progress(1.0, text=f"Done: {live.answered}/{live.total} requests answered")
     runs: list = st.session_state.setdefault(_RUNS, [])
     label = f"#{len(runs) + 1} {short(selected.name, 40)} · {device.label} · {datetime.now():%H:%M:%S}"
-    runs.append({"label": label, "data": result.to_json()})
+    runs.append({"label": label, "data": result.to_json(), "finished": datetime.now(timezone.utc)})
     st.session_state[_SHOWN] = label
 
 
@@ -161,21 +165,47 @@ def _results() -> None:
     label = st.selectbox("Run", labels, index=labels.index(shown) if shown in labels else len(labels) - 1,
                          key="tl_shown_pick")
     st.session_state[_SHOWN] = label
-    data = next(r["data"] for r in runs if r["label"] == label)
+    entry = next(r for r in runs if r["label"] == label)
+    data = entry["data"]
     run = dataclasses.replace(TimelineRun.from_json(data), label=label)
     _summary(run)
+    _simulator_note(run)
     _comparison(run)
     _strategies(run)
     _shared_memory(run)
-    _downloads(run, data)
+    _downloads(run, data, state.require_model().path, entry.get("finished"))
     if len(runs) > 1:
         _compare_runs(runs)
 
 
+def chart_labels(run: TimelineRun) -> dict[str, str]:
+    """Chart labels of a run's backends; the HTP's says when its figures come from the simulator."""
+    out = backend_labels(run.fast, run.target)
+    if run.runtime.get("hardware") == "simulator":
+        out["htp"] = f"{out.get('htp', 'QNN HTP')} (simulator)"
+    return out
+
+
+def _simulator_note(run: TimelineRun) -> None:
+    """Next to the charts: what the HTP figures of a simulator run are, and what a device shows."""
+    if run.runtime.get("hardware") != "simulator":
+        return
+    st.warning(f"**Simulator latency is not NPU latency.** Every HTP figure here was measured on the "
+               f"{hardware_label('simulator')}: {SIMULATOR_NOTE}. So a slower HTP, a lower throughput after the "
+               "swap or a long finalize here do not mean migration makes serving slower. Run on a Snapdragon device "
+               "(add it on the Devices page and pick it above) to measure the NPU itself: its latency per request, "
+               "what the swap does to throughput, and how long QNN takes to finalize and warm up there.",
+               icon=":material/science:")
+
+
 def _summary(run: TimelineRun) -> None:
     fast, workload = run.fast, run.workload
+    target = run.target.get("label", "")
+    hardware = run.runtime.get("hardware")
+    if hardware:
+        target += f" on the {hardware_label(hardware)}"
     st.markdown(f"**{md(run.device.get('label', 'local'))}** · fast backend **{md(fast.get('label', ''))}** · target "
-                f"**{md(run.target.get('label', ''))}** · {workload.get('requests')} requests at "
+                f"**{md(target)}** · {workload.get('requests')} requests at "
                 f"{workload.get('rate')}/s, {workload.get('concurrency')} in flight · inputs: "
                 f"{md(workload.get('inputs', ''))}")
     if "no QNN GPU" in fast.get("label", ""):
@@ -210,7 +240,7 @@ def _comparison(run: TimelineRun) -> None:
 
 def _strategies(run: TimelineRun) -> None:
     st.subheader("Timelines", anchor=False)
-    labels = backend_labels(run.fast, run.target)
+    labels = chart_labels(run)
     names = list(run.strategies)
     for name, tab in zip(names, st.tabs([STRATEGY_TITLES.get(n, n) for n in names])):
         strategy = run.strategies[name]
@@ -265,24 +295,25 @@ def _shared_memory(run: TimelineRun) -> None:
         right.metric("zero-copy (IOBinding in QnnHtpShared) p50", _ms(shared.get("zero_copy_p50_s")))
 
 
-def _downloads(run: TimelineRun, data: dict) -> None:
-    stem = "timeline_" + "".join(ch if ch.isalnum() else "_" for ch in run.label)[:60]
+def _downloads(run: TimelineRun, data: dict, model_path: str, when: datetime | None) -> None:
+    """Named after the model and when the run finished (one name across reruns)."""
     columns = st.columns(4)
-    columns[0].download_button("Run (JSON)", json.dumps(data, indent=1), file_name=f"{stem}.json",
-                               mime="application/json", icon=":material/download:", key="tl_dl_json")
-    columns[1].download_button("Requests (CSV)", requests_csv(run), file_name=f"{stem}_requests.csv",
-                               mime="text/csv", icon=":material/download:", key="tl_dl_requests")
-    columns[2].download_button("Comparison (CSV)", metrics_csv(run), file_name=f"{stem}_metrics.csv",
-                               mime="text/csv", icon=":material/download:", key="tl_dl_metrics")
-    columns[3].download_button("Events (CSV)", events_csv(run), file_name=f"{stem}_events.csv",
-                               mime="text/csv", icon=":material/download:", key="tl_dl_events")
+    for column, (title, kind, ext, content, key) in zip(columns, (
+            ("Run (JSON)", "timeline", "json", json.dumps(data, indent=1), "tl_dl_json"),
+            ("Requests (CSV)", "timeline-requests", "csv", requests_csv(run), "tl_dl_requests"),
+            ("Comparison (CSV)", "timeline-comparison", "csv", metrics_csv(run), "tl_dl_metrics"),
+            ("Events (CSV)", "timeline-events", "csv", events_csv(run), "tl_dl_events"))):
+        column.download_button(title, content, file_name=download_name(model_path, kind, ext, when),
+                               mime="application/json" if ext == "json" else "text/csv",
+                               icon=":material/download:", key=key)
 
 
 def _compare_runs(runs: list[dict]) -> None:
     st.subheader("Compare runs", anchor=False)
     labels = [r["label"] for r in runs]
     picked = st.multiselect("Runs", labels, default=labels[-2:], key="tl_compare")
-    chosen = [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"]) for r in runs if r["label"] in picked]
+    chosen = [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
+              for r in runs if r["label"] in picked]
     if len(chosen) < 2:
         st.caption("Pick two or more runs.")
         return
