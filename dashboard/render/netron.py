@@ -210,9 +210,9 @@ def browser_url(server: NetronServer, page_url: str | None, host_header: str | N
     return f"http://{host}:{server.port}{server.path}"
 
 
-def tunnel_command(server: NetronServer, page_url: str | None) -> str:
+def tunnel_command(port: int, page_url: str | None) -> str:
     """The extra SSH port forward that brings this Netron server to another machine's browser
     (added to the one that forwards the dashboard's port)."""
     host = urlsplit(page_url).hostname if page_url else None
     target = host if host and host not in ("localhost", LOOPBACK, "::1") else "SERVER"
-    return f"ssh -N -L {server.port}:{LOOPBACK}:{server.port} {target}"
+    return f"ssh -N -L {port}:{LOOPBACK}:{port} {target}"

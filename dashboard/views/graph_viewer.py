@@ -67,6 +67,11 @@ def show(graph: ModelGraph, key: str, title: str, report: PartitionReport | None
         st.warning(f"The graph viewer is not installed: {md(exc)}. `make run` installs it.", icon=":material/warning:")
         return None
     graph_json, overlays = _payload(graph, report, key, title)
+    if overlays:
+        first = st.selectbox("Colour the graph by", list(overlays), key="me_overlay",
+                             help="Every overlay stays one click away in the viewer's node data panel.")
+        key = f"{key}_{list(overlays).index(first)}"  # Model Explorer starts with the first overlay drawn
+        overlays = {first: overlays[first], **overlays}
     component_key = f"me_{key}"
     picked = bridge(app=app, graph=graph_json, overlays=overlays, height=height, key=component_key, default=None)
     seen = f"{component_key}_seen"

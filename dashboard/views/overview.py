@@ -130,7 +130,7 @@ def _graph_viewer(selected: state.SelectedModel, graph: ModelGraph) -> None:
                                        "20,000-node graphs; Netron shows every node with its attributes and weights' "
                                        "shapes.") or VIEWERS[0]
     if viewer == "Netron":
-        _graph_viewer(selected, graph)
+        _netron(selected, graph)
     else:
         graph_viewer.show(graph, f"ov_{selected.digest}", selected.name)
         st.caption("Model Explorer runs inside the dashboard (its port, its SSH tunnel). Groups are name "
@@ -156,7 +156,7 @@ def _netron(selected: state.SelectedModel, graph: ModelGraph) -> None:
         st.iframe(url, height=NETRON_HEIGHT)
     notes = [f"Netron serves this model on port {server.port} of the dashboard's server, to this machine only "
              "(loopback, behind a token in its URL). From another machine, forward that port beside the "
-             f"dashboard's, then use the link: `{netron_view.tunnel_command(server, page_url)}`."]
+             f"dashboard's, then use the link: `{netron_view.tunnel_command(server.port, page_url)}`."]
     if page_url and page_url.startswith("https:"):
         notes.append("The dashboard is on HTTPS and browsers block the plain-HTTP frame: use the link.")
     st.caption(" ".join(notes))
