@@ -293,8 +293,9 @@ def _graph(report: PartitionReport, graph: ModelGraph, title: str) -> None:
     if picked:
         st.session_state[_NODE] = picked
         st.session_state[_NODE_PICK] = picked  # the node selector below is drawn after this
-    st.caption("Colours: pick an overlay (class, HTP, GPU, either plan) in the viewer's per-node data panel. "
-               "Groups are name scopes: double-click one to open it. Pick a node to see its details below.")
+    st.caption("Groups are name scopes: double-click one to open it. Every overlay is also in the viewer's "
+               "node data panel (its eye icon switches). Pick a node, or Alt+click a search result, to see its "
+               "details below.")
 
 
 def _op_types(report: PartitionReport) -> None:
