@@ -8,6 +8,8 @@ details below then show that node.
 
 from __future__ import annotations
 
+import re
+
 import onnx
 import pytest
 from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
@@ -76,5 +78,31 @@ def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
             assert picker.locator("input").input_value() == node
             assert not page.locator('[data-testid="stException"]').count()
             page.screenshot(path=str(tmp_path / "partition_graph.png"))
+        finally:
+            browser.close()
+
+
+def test_hostile_names_show_as_text_in_the_viewer(hostile_layernorm_model):
+    """Node and input names holding HTML and script are drawn and listed as text: nothing runs."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with running_app("--model", str(hostile_layernorm_model)) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(app.url)
+            wait_for_idle(page)
+            page.locator('[data-testid="stButtonGroup"]').get_by_text("Model Explorer", exact=True).click()
+            wait_for_idle(page)
+            viewer = page.frame_locator(FRAME)
+            search = viewer.get_by_placeholder("Search nodes/layers by regex")
+            search.wait_for(timeout=VIEWER_TIMEOUT_MS)
+            search.fill("LayerNormalization")  # the results list shows the hostile name scopes as DOM text
+            viewer.get_by_text(re.compile(r"^\s*\d+ results?\s*$")).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
+            page.wait_for_timeout(1500)
+            frame = next(f for f in page.frames if "model_explorer_app" in f.url)
+            assert frame.evaluate("window.__pwned") is None and page.evaluate("window.__pwned") is None
+            assert frame.locator('img[src="x"], script:not([src])').count() == 0
         finally:
             browser.close()
