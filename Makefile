@@ -28,7 +28,7 @@ system-deps:
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.runtime
+bench: $(VENV)/.dev system-deps
 	$(PY) -m dashboard bench
 	$(PY) benchmarks/partition_bench.py
 	$(PY) benchmarks/migration_bench.py
