@@ -3,8 +3,8 @@
 Built to answer "which nodes keep my model off the NPU, and why" in one look: right under the
 knobs come the per-backend status, the class counts, and the table of nodes the HTP refuses with
 the EP's own reason and the GPU's verdict beside it. Below: the per-op-type table, the segment
-strip of each plan, the coloured graph (collapsed into segments for large models, zoomable into
-one segment) and the selected node's details. Every GPU figure says whether it was measured or
+strip of each plan, the graph in Model Explorer (grouped by name scope, coloured by class, verdict
+or plan; ``graph_viewer``) and the selected node's details. Every GPU figure says whether it was measured or
 predicted. Changing a knob re-runs the analysis (answered from the on-disk cache when seen
 before) and shows what changed against the previous run.
 """
