@@ -8,10 +8,11 @@ SAMPLE ?= samples/llm_decoder_kv.onnx
 
 .PHONY: run test bench samples system-deps clean
 
-$(VENV)/.runtime: requirements.txt
+$(VENV)/.runtime: requirements.txt requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
@@ -27,10 +28,11 @@ system-deps:
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.runtime
+bench: $(VENV)/.dev system-deps
 	$(PY) -m dashboard bench
 	$(PY) benchmarks/partition_bench.py
 	$(PY) benchmarks/migration_bench.py
+	$(PY) benchmarks/viewer_bench.py
 
 samples: $(VENV)/.runtime
 	$(PY) -m dashboard.intake.samples samples
