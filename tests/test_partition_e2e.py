@@ -1,8 +1,8 @@
 """End to end: the Partitions page of the real app (``streamlit run``) in headless Chromium.
 
 A user opens a model whose Erf and Mod(fmod=1) nodes QNN refuses, reads which nodes keep it off
-the NPU and why, checks the GPU figures are labelled predicted, opens the graph (Model Explorer), and flips a knob
-to see the difference against the previous run. (The README's screenshot is made by
+the NPU and why, checks the GPU figures are labelled predicted, opens the graph (Model Explorer), and changes an
+option and applies it to see the difference against the previous run. (The README's screenshot is made by
 ``scripts/screenshot_partitions.py`` on the bundled LLM decoder.)
 """
 
@@ -46,15 +46,17 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
             viewer = page.frame_locator('iframe[title*="model_explorer"]')  # tests/test_viewer_e2e.py drives it
             viewer.get_by_text("HTP (measured)", exact=True).first.wait_for(timeout=120_000)
             page.screenshot(path=str(tmp_path / "partitions.png"))
-            # a knob: analyse the file's graph as it is; the page compares with the previous run
-            page.locator('[data-testid="stExpander"]').filter(has_text="Analysis options").locator("summary").click()
-            wait_for_idle(page)
+            # an option: analyse the file's graph as it is; nothing runs until Apply, then the page
+            # compares with the previous run
             box = page.locator('[data-testid="stSelectbox"]').filter(has_text="ONNX Runtime optimization level")
             box.locator("input").click()  # Streamlit's selectbox is a combobox: open its list
             page.keyboard.press("ArrowDown")
             page.get_by_role("option", name="disabled", exact=True).click()
+            wait_for_idle(page)
             compared = page.locator('[data-testid="stMarkdownContainer"]').filter(
                 has_text="Compared with the previous run")
+            assert compared.count() == 0  # not applied yet
+            page.get_by_role("button", name="Apply").click()
             compared.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)
             assert "optimization" in compared.inner_text() and "disabled" in compared.inner_text()
         finally:

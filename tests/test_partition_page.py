@@ -10,6 +10,7 @@ import time
 
 import partition_models as pm
 import pytest
+from page_jobs import settle
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
@@ -37,19 +38,6 @@ def _private_dirs(tmp_path, monkeypatch):
 
 def page(path) -> AppTest:
     return AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT)
-
-
-def settle(at: AppTest) -> AppTest:
-    """Run the page; while its analysis job runs on its thread, wait and run again (the browser's
-    progress fragment does this every half second)."""
-    at.run()
-    job = at.session_state[JOB] if JOB in at.session_state else None
-    while job is not None and not job.done:
-        job.wait(TIMEOUT)
-        at.run()
-        job = at.session_state[JOB]
-    assert not at.exception, at.exception
-    return at
 
 
 def apply(at: AppTest) -> AppTest:

@@ -8,6 +8,7 @@ import json
 
 import partition_models as pm
 import pytest
+from page_jobs import settle
 from streamlit.testing.v1 import AppTest
 
 from dashboard.intake.reader import load_model
@@ -36,8 +37,8 @@ def viewer(at: AppTest) -> tuple[str, dict]:
 
 def test_viewer_gets_the_graph_the_overlays_and_the_chosen_colouring(tmp_path):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
-    at = AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT).run()
-    assert not at.exception and not at.error
+    at = settle(AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT))
+    assert not at.error
     first_id, args = viewer(at)
     assert list(args["overlays"]) == OVERLAYS
     nodes = json.loads(args["graph"])["graphs"][0]["nodes"]
@@ -53,7 +54,7 @@ def test_viewer_gets_the_graph_the_overlays_and_the_chosen_colouring(tmp_path):
 
 def test_a_node_picked_in_the_viewer_becomes_the_selected_node(tmp_path):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
-    at = AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT).run()
+    at = settle(AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT))
     assert at.selectbox(key="pt_node_pick").value == "erf0"
     graph = load_model(str(path))
     sig = next(n for n in graph.nodes if n.name == "sig0")
