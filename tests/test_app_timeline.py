@@ -3,6 +3,7 @@ Timeline page end to end in Chromium."""
 
 from __future__ import annotations
 
+import platform
 import socket
 from pathlib import Path
 
@@ -150,6 +151,13 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
         page.goto(app.url)
         wait_for_idle(page)
         open_page(page, "Timeline")
+        box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Strategies")
+        area = box.locator('[data-testid="stMultiSelectTagsContainer"]').bounding_box()
+        chips = box.locator("[data-tag]")
+        inside = [chips.nth(i).get_attribute("aria-label") for i in range(chips.count())
+                  if (b := chips.nth(i).bounding_box()) and b["x"] + b["width"] <= area["x"] + area["width"]]
+        assert inside == ["fast only", "target only (cold compile)", "target from cached EPContext", "hot migration",
+                          "auto (classifier's backend)"], inside  # every strategy in view, none clipped
         requests = page.get_by_label("Requests")
         requests.fill("30")
         requests.press("Enter")
@@ -170,5 +178,10 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
         main = page.inner_text('[data-testid="stMain"]')
         assert "hot migration" in main and "CPU EP (no QNN GPU on this host)" in main
         assert page.locator(".js-plotly-plot").count() >= 3  # bars, Gantt, latency of the first tab
+        if platform.machine() == "x86_64":  # next to the charts: simulator latency is not NPU latency
+            assert page.get_by_text("Simulator latency is not NPU latency.").first.is_visible()
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Run (JSON)").click()
+        assert re.fullmatch(r"cnn32-timeline-\d{8}T\d{6}Z\.json", download.value.suggested_filename)
         page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
         browser.close()

@@ -8,6 +8,9 @@ option and applies it to see the difference against the previous run. (The READM
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import partition_models as pm
 import pytest
 from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
@@ -59,5 +62,15 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
             page.get_by_role("button", name="Apply").click()
             compared.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)
             assert "optimization" in compared.inner_text() and "disabled" in compared.inner_text()
+            wait_for_idle(page)
+            # downloads are named after the model, and the sidebar's report has both analyses
+            with page.expect_download() as json_download:
+                page.get_by_role("button", name="Download the report (JSON)").click()
+            assert re.fullmatch(r"rejects-partitions-\d{8}T\d{6}Z\.json", json_download.value.suggested_filename)
+            with page.expect_download(timeout=120_000) as html_download:
+                page.get_by_role("button", name="Report (HTML)").click()
+            assert re.fullmatch(r"rejects-report-\d{8}T\d{6}Z\.html", html_download.value.suggested_filename)
+            document = Path(html_download.value.path()).read_text(encoding="utf-8")
+            assert document.count("2 node(s) keep the model off the NPU") == 2  # both option sets
         finally:
             browser.close()

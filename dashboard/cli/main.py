@@ -20,6 +20,7 @@ COMMANDS = {
     "classify": ("dashboard.cli.classify", "classify a model as GenAI / NonGenAI / Unknown"),
     "partition": ("dashboard.cli.partition", "which nodes GPU and HTP claim, and migration plans"),
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
+    "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
 }
 

@@ -25,6 +25,15 @@ def backend_labels(fast: dict, target: dict) -> dict[str, str]:
     return labels
 
 
+def run_labels(run: TimelineRun) -> dict[str, str]:
+    """``backend_labels`` of a finished run; the HTP's says when its figures come from the x86_64
+    simulator (``runtime.hardware``), so no chart presents simulator latency as the NPU's."""
+    labels = backend_labels(run.fast, run.target)
+    if run.runtime.get("hardware") == "simulator":
+        labels["htp"] = f"{labels.get('htp', 'QNN HTP')} (simulator)"
+    return labels
+
+
 def _swap(strategy: StrategyRun):
     return next((e for e in sorted(strategy.events, key=lambda e: e.t) if e.kind == "swap"), None)
 

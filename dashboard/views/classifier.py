@@ -3,13 +3,17 @@ every signal with its measurement and evidence, and where the two disagree."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
 from dashboard.classify.refined import CONFIDENT_MARGIN
+from dashboard.cli.classify import report as classify_report
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
 from dashboard.errors import UserError
 from dashboard.views import state
+from dashboard.views.report import download_name
 from dashboard.views.safe import md, plain, short
 
 CLASSIFIERS = (
@@ -47,6 +51,11 @@ def render() -> None:
         _signal_table(result)
         _evidence(title, result)
     _optimized_view(selected, ep)
+    st.download_button("Download both classifications (JSON)",
+                       lambda: json.dumps(classify_report(selected.path), indent=1), file_name=download_name(selected.path, "classification", "json"), mime="application/json",
+                       icon=":material/download:", key="classifier_json",
+                       help="Both classifiers' verdicts, scores and signals: the same object the classify "
+                            "command prints as JSON.")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from dashboard.views import intake
+from dashboard.views import intake, report
 
 APP_TITLE = "QNN Backend Lab"
 
@@ -35,6 +35,7 @@ PAGES = (
     PageSpec("pages/partitions.py", "Partitions", ":material/call_split:"),
     PageSpec("pages/devices.py", "Devices", ":material/devices:"),
     PageSpec("pages/timeline.py", "Timeline", ":material/timeline:"),
+    PageSpec("pages/compare.py", "Compare", ":material/compare:"),
 )
 
 
@@ -45,6 +46,7 @@ def page(title: str) -> None:
         for spec in PAGES:
             st.page_link(spec.path, label=spec.title, icon=spec.icon)
     intake.sidebar()
+    report.sidebar_download()
 
 
 def landing() -> None:

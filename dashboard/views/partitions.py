@@ -62,6 +62,11 @@ FIELDS = {
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: NAME=[^\s),;:]+)?")
 
 
+def session_reports(digest: str) -> list[PartitionReport]:
+    """The partition reports this session has of the model ``digest`` (for the HTML report)."""
+    return [r for r in st.session_state.get(_REPORTS, {}).values() if r.digest == digest]
+
+
 def field_words(text: str) -> str:
     """``text`` with each command-line flag replaced by the name of the field that sets it here
     (``--fp16`` -> ``option 'HTP fp16 precision'``)."""
@@ -210,15 +215,31 @@ def _options_key(options: PartitionOptions, devices: list[tuple[str, str]], devi
     return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
 
 
+def report_key(digest: str, options: PartitionOptions, device: Device, devices: list[tuple[str, str]] = ()) -> str:
+    """The key of a report in this session's store (the Compare page shares it)."""
+    return f"{digest}:{_options_key(options, list(devices), device)}"
+
+
+def stored_report(key: str) -> PartitionReport | None:
+    return st.session_state.get(_REPORTS, {}).get(key)
+
+
+def remember(key: str, report: PartitionReport) -> None:
+    """Keep ``report`` in this session's store (the last 16)."""
+    reports: dict = st.session_state.setdefault(_REPORTS, {})
+    if len(reports) >= 16 and key not in reports:
+        reports.pop(next(iter(reports)))
+    reports[key] = report
+
+
 def _report(selected, options: PartitionOptions, timeout: float, devices: list[tuple[str, str]], device: Device,
             applied: bool) -> PartitionReport | None:
     """The report for these options: from the session, else from the analysis job (started on the
     first visit, and again on Apply). A job still running is shown with its progress and Cancel;
     a cancelled or failed one says so until the options are applied again."""
-    key = f"{selected.digest}:{_options_key(options, devices, device)}"
-    reports: dict = st.session_state.setdefault(_REPORTS, {})
-    if key in reports:
-        return reports[key]
+    key = report_key(selected.digest, options, device, devices)
+    if (known := stored_report(key)) is not None:
+        return known
     job = jobs.current(_JOB)
     if job is None or job.key != key or (applied and job.done):
         job = jobs.start(_JOB, key, f"Analysing on {device.label}", lambda on_event, cancel: analyze(
@@ -231,9 +252,7 @@ def _report(selected, options: PartitionOptions, timeout: float, devices: list[t
     if job.result is None:
         jobs.outcome(job)
         return None
-    if len(reports) > 16:
-        reports.pop(next(iter(reports)))
-    reports[key] = job.result
+    remember(key, job.result)
     report: PartitionReport = job.result
     failed = [b.upper() for b, r in report.backends.items() if r.status == FAILED]
     st.caption(("Answered from the cache" if report.cached else f"Analysed in {report.elapsed_s:.1f} s")

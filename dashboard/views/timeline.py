@@ -25,7 +25,7 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import default_dims, is_float_model
 from dashboard.messages import ProgressEvent, StrategyEnd, StrategyStart
 from dashboard.partition.analysis import parse_assignments
-from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, strategy_bars
+from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv,
@@ -42,6 +42,12 @@ LIVE_REDRAW_S = 0.3
 FAST_CHOICES = {"auto": "device's QNN GPU, else CPU EP", "cpu": "CPU EP", "gpu": "QNN GPU"}
 POLICY_TITLES = {"always": "always swap once warm (seed behaviour)",
                  "if_faster": "swap only if the warmed target is measured faster"}
+
+
+def session_runs(model_path: str) -> list[TimelineRun]:
+    """The timeline runs this session has of the model at ``model_path`` (for the HTML report)."""
+    return [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
+            for r in st.session_state.get(_RUNS, []) if r["data"].get("model") == model_path]
 
 
 def render() -> None:
@@ -178,14 +184,6 @@ def _results() -> None:
         _compare_runs(runs)
 
 
-def chart_labels(run: TimelineRun) -> dict[str, str]:
-    """Chart labels of a run's backends; the HTP's says when its figures come from the simulator."""
-    out = backend_labels(run.fast, run.target)
-    if run.runtime.get("hardware") == "simulator":
-        out["htp"] = f"{out.get('htp', 'QNN HTP')} (simulator)"
-    return out
-
-
 def _simulator_note(run: TimelineRun) -> None:
     """Next to the charts: what the HTP figures of a simulator run are, and what a device shows."""
     if run.runtime.get("hardware") != "simulator":
@@ -240,7 +238,7 @@ def _comparison(run: TimelineRun) -> None:
 
 def _strategies(run: TimelineRun) -> None:
     st.subheader("Timelines", anchor=False)
-    labels = chart_labels(run)
+    labels = run_labels(run)
     names = list(run.strategies)
     for name, tab in zip(names, st.tabs([STRATEGY_TITLES.get(n, n) for n in names])):
         strategy = run.strategies[name]

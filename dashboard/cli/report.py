@@ -1,0 +1,81 @@
+"""``python -m dashboard report MODEL --out report.html``: one self-contained HTML file to share.
+
+It classifies the model (both classifiers), analyses its partitions and runs a short timeline on
+the device (``--device``, this machine by default), then writes everything with
+``dashboard.render.report``: charts and pictures inline, nothing fetched when it is opened. The
+partition options are ``partition``'s; ``--no-timeline`` leaves the timeline out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dashboard.cli.partition import add_partition_options, analyze_from_args, options_from_args
+from dashboard.errors import UserError
+from dashboard.intake.reader import file_digest, load_model
+from dashboard.messages import ProgressEvent, Status, StrategyStart
+from dashboard.partition.analysis import parse_assignments
+from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model")
+    parser.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
+    add_partition_options(parser)
+    parser.add_argument("--strategies", default="fast,migrate",
+                        help="timeline strategies to run (default fast,migrate; see `timeline`)")
+    parser.add_argument("--requests", type=int, default=20, help="timeline requests per strategy (default 20)")
+    parser.add_argument("--rate", type=float, default=20.0, help="timeline requests per second (default 20)")
+    parser.add_argument("--no-timeline", action="store_true", help="leave the timeline out")
+    parser.set_defaults(run=run)
+
+
+def _timeline_progress(event: ProgressEvent) -> None:
+    if isinstance(event, StrategyStart):
+        print(f"  timeline: {STRATEGY_TITLES.get(event.strategy, event.strategy)}", file=sys.stderr, flush=True)
+    elif isinstance(event, Status):
+        print(f"  timeline: {event.message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dashboard.classify.ep_rules import classify_ep
+    from dashboard.classify.refined import classify_refined
+    from dashboard.render.report import ReportInput, build_html
+    from dashboard.runtime.devices import Device
+    from dashboard.timeline.remote import run_on_device
+
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise UserError(f"{args.out}: its folder does not exist")
+    graph = load_model(args.model)
+    options_from_args(args)  # bad options or devices: one error line, before anything runs
+    Device.parse(args.device)
+    timeline_options = None
+    if not args.no_timeline:
+        timeline_options = TimelineOptions(
+            dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
+            provider_options=parse_assignments(args.option, "--option"),
+            strategies=[s.strip() for s in args.strategies.split(",") if s.strip()], requests=args.requests,
+            rate=args.rate)
+    print("classifying", file=sys.stderr, flush=True)
+    classifications = (classify_ep(graph), classify_refined(graph))
+    partition = analyze_from_args(args)
+    timelines = []
+    if timeline_options is not None:
+        print("running the timeline", file=sys.stderr, flush=True)
+        timelines.append(run_on_device(Device.parse(args.device), args.model, timeline_options,
+                                       on_event=_timeline_progress, timeout=args.timeout or DEFAULT_TIMEOUT))
+        timelines[0].label = f"{', '.join(timeline_options.strategies)} on {timelines[0].device.get('label')}"
+    document = build_html(ReportInput(Path(args.model).name, str(Path(args.model).resolve()),
+                                      partition.digest or file_digest(args.model), graph, classifications,
+                                      [partition], timelines))
+    try:
+        out.write_text(document, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{args.out}: cannot write the report ({exc.strerror or exc})") from None
+    print(f"{out} ({len(document) / 1e6:.1f} MB): classifier {classifications[1].verdict}, "
+          f"{len(partition.node_order)} nodes partitioned on {partition.device}"
+          + (f", timeline of {len(timelines[0].strategies)} strategies" if timelines else ""))
+    return 0

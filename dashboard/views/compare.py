@@ -1,0 +1,237 @@
+"""Compare page: two models, or one model under two option sets, side by side.
+
+Each side is a model (the selected one, a bundled sample, or a path on the server) and the options
+that decide what QNN claims (precision, SoC, optimization level). **Compare** analyses both on
+the current device as one background job (``views.jobs``: step, time elapsed, Cancel), and the
+page then shows, per side: both classifiers' verdicts, the node classes (B's with the difference
+from A), the nodes that keep it off the NPU (for one model under two option sets, which nodes
+only one side leaves off), and a timeline run of each model from this session. Reports land in
+the Partitions page's store, so either page answers the other's options at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.classify.verdicts import Classification
+from dashboard.errors import UserError
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.samples import SAMPLES, sample_path
+from dashboard.intake.shapes import is_float_model
+from dashboard.partition.analysis import OPT_LEVELS, PartitionOptions, analyze
+from dashboard.partition.report import CLASS_LABELS, CLASSES, REMOVED, PartitionReport
+from dashboard.render.timeline_figures import strategy_bars
+from dashboard.runtime.socs import DEFAULT_SOC, SOCS, hardware_label
+from dashboard.timeline.model import TimelineRun, strategy_table
+from dashboard.views import jobs, partitions, state, timeline
+from dashboard.views.devices import adopt, select_device
+from dashboard.views.safe import md, short
+
+_JOB = "compare_job"
+_DEVICE_PICK = "cmp_device"
+SIDES = ("A", "B")
+SELECTED, PATH = "selected", "path"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One column of the comparison: a model and the options to analyse it with."""
+
+    name: str
+    path: str
+    digest: str
+    options: PartitionOptions
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _model(digest: str, path: str) -> tuple[ModelGraph, Classification, Classification]:
+    graph = load_model(path)
+    return graph, classify_ep(graph), classify_refined(graph)
+
+
+def render() -> None:
+    selected = state.require_model()
+    st.title("Compare", anchor=False)
+    st.caption("Two models, or one model under two option sets, side by side: verdicts, classes, the nodes that "
+               "keep each off the NPU, and timelines.")
+    try:
+        sides, device, submitted = _form(selected)
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
+    reports = [partitions.stored_report(k) for k in keys]
+    if any(r is None for r in reports):
+        reports = _run(sides, keys, device, submitted)
+        if reports is None:
+            return
+    _verdicts(sides)
+    _classes(sides, reports)
+    _off_npu(sides, reports)
+    _timelines(sides)
+
+
+# -- the form ------------------------------------------------------------------------------------------
+def _form(selected) -> tuple[list[Side], object, bool]:
+    choices = {SELECTED: f"Selected model: {selected.name}", **{s.file_name: f"Sample: {s.title}" for s in SAMPLES},
+               PATH: "A path on the server…"}
+    float_model = is_float_model(state.loaded_graph())  # B starts on the other precision: two option sets
+    with st.form("compare", border=True):
+        device = select_device("Device", key=_DEVICE_PICK, in_form=True)
+        raw = []
+        for side, column in zip(SIDES, st.columns(2, gap="large")):
+            with column:
+                st.markdown(f"**{side}**")
+                source = st.selectbox("Model", list(choices), format_func=choices.get, key=f"cmp_model_{side}")
+                path = st.text_input("Path of an .onnx file on the server", key=f"cmp_path_{side}",
+                                     placeholder="used when the model is 'A path on the server…'")
+                fp16 = st.toggle("HTP fp16 precision", value=float_model != (side == "B"), key=f"cmp_fp16_{side}")
+                soc_keys = [s.key for s in SOCS]
+                soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC), key=f"cmp_soc_{side}",
+                                   format_func=lambda k: next(s.name for s in SOCS if s.key == k))
+                level = st.selectbox("ONNX Runtime optimization level", OPT_LEVELS, key=f"cmp_level_{side}")
+                raw.append((side, source, path, fp16, soc, level))
+        submitted = st.form_submit_button("Compare", type="primary", icon=":material/compare:", key="cmp_apply",
+                                          on_click=adopt, args=(_DEVICE_PICK,))
+    st.caption("Symbolic dimensions take their defaults here; set them on the Partitions page.")
+    return [_side(selected, *values) for values in raw], device, submitted
+
+
+def _side(selected, side: str, source: str, path: str, fp16: bool, soc: str, level: str) -> Side:
+    if source == SELECTED:
+        name, model_path, digest = selected.name, selected.path, selected.digest
+    elif source == PATH:
+        if not path.strip():
+            raise UserError(f"{side}: enter the path of an .onnx file on the server")
+        load_model(path.strip())  # a bad path is one line, before anything runs
+        model_path = str(path.strip())
+        name, digest = model_path.rsplit("/", 1)[-1], file_digest(model_path)
+    else:
+        sample = next(s for s in SAMPLES if s.file_name == source)
+        name, model_path = sample.title, str(sample_path(source))
+        digest = file_digest(model_path)
+    return Side(f"{side}: {name}", model_path, digest, PartitionOptions(fp16=fp16, soc=soc if fp16 else None,
+                                                                        optimization_level=level))
+
+
+# -- running -------------------------------------------------------------------------------------------
+def _run(sides: list[Side], keys: list[str], device, submitted: bool) -> list[PartitionReport] | None:
+    """Both reports, from the Compare job: started by the Compare button, shown while it runs."""
+    key = "|".join(keys)
+    job = jobs.current(_JOB)
+    if submitted and (job is None or job.key != key or job.done):
+        job = jobs.start(_JOB, key, f"Comparing on {device.label}", lambda on_event, cancel: [
+            analyze(side.path, side.options, on_event=lambda e, s=side: on_event(_tagged(e, s)), digest=side.digest,
+                    device=device, cancel=cancel) for side in sides])
+        job.wait(jobs.QUICK_S)
+    if job is None or job.key != key:
+        st.info("Pick a model and options for each side, then **Compare**. One model under two option sets shows "
+                "which nodes each leaves off the NPU.", icon=":material/compare:")
+        return None
+    if not job.done:
+        jobs.show(_JOB)
+        return None
+    if job.result is None:
+        jobs.outcome(job)
+        return None
+    for k, report in zip(keys, job.result):
+        partitions.remember(k, report)
+    return list(job.result)
+
+
+def _tagged(event, side: Side):
+    """A progress event with the side it belongs to in its step (A or B)."""
+    stage = getattr(event, "stage", None)
+    return dataclasses.replace(event, stage=f"{side.name.split(':')[0]}: {stage}") if stage else event
+
+
+# -- results ---------------------------------------------------------------------------------------------
+def _verdicts(sides: list[Side]) -> None:
+    st.subheader("Verdicts", anchor=False)
+    for side, column in zip(sides, st.columns(2, gap="large")):
+        _, ep, refined = _model(side.digest, side.path)
+        column.markdown(f"**{md(side.name, 80)}**")
+        column.markdown(f"EP rules: **{ep.verdict}** → {ep.backend.upper()} · refined: **{refined.verdict}** → "
+                        f"{refined.backend.upper()}" + (f" ({refined.confidence})" if refined.confidence else ""))
+        if refined.explanation:
+            column.caption(md(refined.explanation, 300))
+
+
+def _classes(sides: list[Side], reports: list[PartitionReport]) -> None:
+    st.subheader("Classes", anchor=False)
+    base = reports[0].classes.counts() if not reports[0].classes.note else None
+    for side, report, column in zip(sides, reports, st.columns(2, gap="large")):
+        with column:
+            st.markdown(f"**{md(side.name, 80)}** · {_status_line(report)}")
+            if report.classes.note:
+                st.warning(md(report.classes.note), icon=":material/warning:")
+                continue
+            counts = report.classes.counts()
+            for col, cls in zip(st.columns(len(CLASSES) + 1), (*CLASSES, "removed")):
+                delta = counts[cls] - base[cls] if base is not None and report is not reports[0] else None
+                col.metric(CLASS_LABELS[cls], counts[cls], delta, delta_color="off")
+
+
+def _status_line(report: PartitionReport) -> str:
+    parts = []
+    for name, backend in report.backends.items():
+        where = backend.runtime.get("hardware") if backend.status == "measured" else None
+        parts.append(f"{name.upper()} {backend.status}" + (f" on the {hardware_label(where)}" if where else ""))
+    return md(" · ".join(parts))
+
+
+def _refused(report: PartitionReport) -> dict[str, str]:
+    htp = report.backends.get("htp")
+    if htp is None:
+        return {}
+    return {n: v.reason or "" for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED}
+
+
+def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
+    st.subheader("Nodes that keep each off the NPU", anchor=False)
+    refused = [_refused(r) for r in reports]
+    for side, nodes, column in zip(sides, refused, st.columns(2, gap="large")):
+        with column:
+            st.markdown(f"**{md(side.name, 80)}**: {len(nodes)} node(s)")
+            if nodes:
+                st.dataframe(pd.DataFrame([{"node": short(n, 60), "HTP reason": r} for n, r in nodes.items()]),
+                             hide_index=True, width="stretch", height=min(38 + 35 * len(nodes), 320))
+    if sides[0].digest == sides[1].digest:
+        only = [(n, side.name.split(":")[0]) for side, mine, other in ((sides[0], refused[0], refused[1]),
+                                                                       (sides[1], refused[1], refused[0]))
+                for n in mine if n not in other]
+        st.markdown(f"Same model: **{len(only)}** node(s) are off the NPU on one side only.")
+        if only:
+            st.dataframe(pd.DataFrame([{"node": short(n, 80), "off the NPU only in": s} for n, s in only]),
+                         hide_index=True, width="stretch")
+
+
+def _timelines(sides: list[Side]) -> None:
+    st.subheader("Timelines", anchor=False)
+    chosen: list[TimelineRun] = []
+    for side, column in zip(sides, st.columns(2, gap="large")):
+        with column:
+            runs = timeline.session_runs(side.path)
+            if not runs:
+                st.info(f"No timeline run of {md(side.name.split(': ', 1)[1], 60)} in this session: run one on the "
+                        "Timeline page.", icon=":material/timeline:")
+                continue
+            labels = [r.label for r in runs]
+            picked = st.selectbox("Run", labels, index=len(labels) - 1, key=f"cmp_run_{side.name[0]}")
+            run = runs[labels.index(picked)]
+            chosen.append(dataclasses.replace(run, label=f"{side.name[0]}: {run.label}"))
+            st.dataframe(pd.DataFrame([{"strategy": r["title"], "first response (s)": r["first_response_s"],
+                                        "p50 after swap (s)": r["p50_after_s"], "p99 (s)": r["p99_s"],
+                                        "req/s": r["throughput_rps"], "failed": r["failed"]}
+                                       for r in strategy_table(run)]), hide_index=True, width="stretch")
+            if run.runtime.get("hardware") == "simulator":
+                st.caption("HTP figures from the x86_64 HTP simulator: not NPU latency.")
+    if len(chosen) == 2:
+        st.plotly_chart(strategy_bars([(r.label, r) for r in chosen]), key="cmp_bars")

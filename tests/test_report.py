@@ -1,0 +1,153 @@
+"""The HTML report: built from real results, self-contained, hostile names shown as text, written by
+``python -m dashboard report`` (locally and on a device over SSH), opened in headless Chromium,
+and offered on every page."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import partition_models as pm
+import pytest
+from onnx import TensorProto, helper
+from test_devices_ssh import ssh_device, sshd  # noqa: F401 - the loopback sshd fixture
+
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.intake.reader import file_digest, load_model
+from dashboard.partition.analysis import PartitionOptions, analyze
+from dashboard.render.report import ReportInput, build_html
+from dashboard.runtime.client import PROJECT_ROOT
+
+PWN = "<img src=x onerror=window.__pwned=1>"
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("QNN_LAB_MODEL_STORE", str(tmp_path / "models"))
+    monkeypatch.setenv("QNN_LAB_CONTEXT_STORE", str(tmp_path / "contexts"))
+
+
+def hostile(tmp_path: Path) -> Path:
+    """Relu -> Erf -> Relu, the Erf (which QNN refuses) and the input named like an attack."""
+    nodes = [helper.make_node("Relu", [PWN], ["a"], name="relu0"),
+             helper.make_node("Erf", ["a"], ["b"], name=PWN + "</td><script>window.__pwned=2</script>"),
+             helper.make_node("Relu", ["b"], ["y"], name="relu1")]
+    graph = helper.make_graph(nodes, "hostile", [helper.make_tensor_value_info(PWN, TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    path = tmp_path / "hostile.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+def external_references(document: str) -> list[str]:
+    """Resources the page's own markup would fetch (plotly.js's source mentions attribution links
+    it never loads for these charts; Chromium's request log below checks what is really loaded)."""
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", document, flags=re.S)
+    return re.findall(r"""(?:src|href)\s*=\s*['"]?(?:https?:)?//[^'"\s>]+""", markup)
+
+
+def test_the_report_holds_every_section_and_escapes_model_text(tmp_path):
+    path = hostile(tmp_path)
+    graph = load_model(path)
+    report = analyze(path, PartitionOptions(backends=("htp", "gpu")))
+    document = build_html(ReportInput("hostile.onnx", str(path), file_digest(path), graph,
+                                      (classify_ep(graph), classify_refined(graph)), [report], []))
+    for section in ("Model", "Classifier evidence", "Partitions", "Timeline"):
+        assert f"<h2>{section}</h2>" in document
+    assert "1 node(s) keep the model off the NPU" in document
+    assert "Operators of type `Erf` are not supported" in document
+    assert PWN not in document and "<script>window.__pwned" not in document  # only escaped forms
+    assert "&lt;img src=x onerror=window.__pwned=1&gt;" in document
+    assert "on the HTP simulator (x86_64)" in document or "on the NPU" in document
+    assert document.count("<svg") == 3  # class shares and both plans' strips
+    assert "No timeline run in this report" in document and "plotly" not in document.lower()  # no charts, no JS
+    assert not external_references(document)
+
+
+def cli(*args, timeout=900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dashboard", "report", *map(str, args)], capture_output=True,
+                          text=True, cwd=PROJECT_ROOT, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+                          timeout=timeout)
+
+
+def test_report_command_writes_one_self_contained_file_that_opens_in_chromium(tmp_path):
+    from e2e_helpers import launch_chromium, require_chromium
+    from playwright.sync_api import sync_playwright
+
+    path = hostile(tmp_path)
+    out = tmp_path / "report.html"
+    done = cli(path, "--out", out, "--strategies", "fast,migrate", "--requests", "8", "--rate", "40")
+    assert done.returncode == 0, done.stderr
+    assert str(out) in done.stdout and "timeline of 2 strategies" in done.stdout
+    document = out.read_text(encoding="utf-8")
+    assert document.count("plotly.js v") <= 2 and document.count("Plotly.newPlot") >= 5  # the library once
+    assert not external_references(document)
+    assert "Simulator latency is not NPU latency" in document or "on the NPU" in document
+    require_chromium()
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        requests, errors = [], []
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(out.as_uri())
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+        assert page.locator(".js-plotly-plot").count() >= 5  # comparison, and Gantt + latency per strategy
+        assert page.locator("svg[role=img]").count() == 3
+        assert page.get_by_role("heading", name="1 node(s) keep the model off the NPU").is_visible()
+        assert page.get_by_text(PWN, exact=False).first.is_visible()  # the name, shown as text
+        assert page.evaluate("window.__pwned") is None and not errors
+        assert all(url.startswith(("file:", "data:", "about:", "blob:")) for url in requests), requests
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+
+
+def test_report_command_on_a_device_over_ssh(tmp_path, sshd):
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    device = ssh_device(sshd)
+    out = tmp_path / "report.html"
+    done = cli(path, "--out", out, "--device", device.url, "--backends", "htp", "--strategies", "fast",
+               "--requests", "3")
+    assert done.returncode == 0, done.stderr
+    document = out.read_text(encoding="utf-8")
+    assert f"device {device.label}" in document.replace("&amp;", "&")
+    assert "2 node(s) keep the model off the NPU" in document
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{model}", "--out", "/no/such/folder/report.html", "--no-timeline"], "its folder does not exist"),
+    (["{model}"], "the following arguments are required: --out"),
+    (["{model}", "--out", "{tmp}/r.html", "--strategies", "teleport"], "unknown strategy teleport"),
+    (["{tmp}/missing.onnx", "--out", "{tmp}/r.html"], "no such file"),
+    (["{model}", "--out", "{tmp}/r.html", "--shape", "x=0,1", "--no-timeline"], "positive integer"),
+])
+def test_report_command_bad_input_is_one_error_line(tmp_path, args, message):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    done = cli(*[a.format(model=model, tmp=tmp_path) for a in args])
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("name", ["overview", "classifier", "partitions", "devices", "timeline", "compare"])
+def test_every_page_offers_the_report_and_the_classifier_its_json(tmp_path, name):
+    from page_jobs import settle
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.views.state import SelectedModel
+
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    at = AppTest.from_file(str(PROJECT_ROOT / "app.py"), default_timeout=300).switch_page(f"pages/{name}.py")
+    at.session_state["selected_model"] = SelectedModel(str(path), "rejects", file_digest(path), "path")
+    at.session_state["intake_started"] = True
+    settle(at)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Report (HTML)" in labels
+    assert ("Download both classifications (JSON)" in labels) == (name == "classifier")
