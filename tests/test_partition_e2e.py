@@ -21,6 +21,20 @@ VIEWPORT = {"width": 1600, "height": 1000}
 ANALYSIS_TIMEOUT = 300
 
 
+def worker_children(parent: int) -> list[int]:
+    """The runtime worker processes the dashboard process ``parent`` started (Linux /proc)."""
+    out = []
+    for entry in (p for p in Path("/proc").iterdir() if p.name.isdigit()):
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and "dashboard.runtime.worker" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
 def table_text(page, index: int) -> str:
     return page.locator('[data-testid="stDataFrame"]').nth(index).locator("table").text_content()
 
@@ -72,5 +86,41 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
             assert re.fullmatch(r"rejects-report-\d{8}T\d{6}Z\.html", html_download.value.suggested_filename)
             document = Path(html_download.value.path()).read_text(encoding="utf-8")
             assert document.count("2 node(s) keep the model off the NPU") == 2  # both option sets
+        finally:
+            browser.close()
+
+
+def test_a_long_analysis_shows_its_step_and_time_and_cancel_stops_its_worker(tmp_path):
+    """A 20,000-node decoder takes minutes to compile on the HTP simulator: the page stays usable,
+    shows the step and the seconds elapsed, and Cancel kills the worker process at once."""
+    require_chromium()
+    import onnx
+    from playwright.sync_api import sync_playwright
+
+    from dashboard.intake.samples import build_decoder
+
+    model = tmp_path / "decoder_20k.onnx"
+    onnx.save(build_decoder(20_000), model)
+    env = {"QNN_LAB_CACHE": str(tmp_path / "cache")}
+    with running_app("--model", str(model), env=env) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(app.url)
+            wait_for_idle(page)
+            page.locator('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]').filter(
+                has_text=re.compile(r"Partitions$")).click()
+            progress = page.locator('[data-testid="stProgress"]').filter(has_text="creating the HTP session")
+            progress.wait_for(timeout=120_000)
+            first = int(re.search(r"(\d+) s elapsed", progress.inner_text()).group(1))
+            page.wait_for_timeout(2500)
+            later = int(re.search(r"(\d+) s elapsed", progress.inner_text()).group(1))
+            assert later > first  # the clock runs while QNN compiles
+            workers = worker_children(app.process.pid)
+            assert len(workers) == 1
+            page.get_by_role("button", name="Cancel").click()
+            page.get_by_text("Cancelled after").wait_for(timeout=30_000)
+            assert not worker_children(app.process.pid)  # stopped, not left compiling for minutes
+            assert page.get_by_role("button", name="Apply").is_visible()  # nothing restarts until Apply
         finally:
             browser.close()
