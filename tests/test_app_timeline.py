@@ -85,8 +85,8 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
         assert "Simulator latency is not NPU latency" in texts(at.warning)
         assert "Snapdragon device" in texts(at.warning)
         assert "QNN HTP on the HTP simulator (x86_64)" in texts(at.markdown)
-    assert [d.proto.label for d in at.get("download_button")][-4:] == [
-        "Run (JSON)", "Requests (CSV)", "Comparison (CSV)", "Events (CSV)"]
+    assert [d.proto.label for d in at.get("download_button")] == [
+        "Run (JSON)", "Requests (CSV)", "Comparison (CSV)", "Events (CSV)", "Report (HTML)"]  # the last: sidebar
 
     # The same page on a device that cannot be reached: one error line, the first run stays.
     unreachable = Device.parse(f"ssh://nobody@127.0.0.1:{closed_port()}", connect_timeout=5)
