@@ -45,7 +45,7 @@ from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, Strat
                                 TimelineRequest)
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, probe_backend, random_inputs,
-                                   register, shared_memory_device, shared_memory_status, soc_info, versions)
+                                   register, shared_memory_info, shared_memory_status, soc_info, versions)
 from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.switch import SessionSwitch
 
@@ -463,7 +463,7 @@ class Runner:
             rec.event("context_loaded", backend, detail)
         bind = None
         if self.shared.get("available") and backend == self.options.target:
-            bind = shared_memory_device()
+            bind = shared_memory_info()
         return Slot(backend, handle, bind, self.reference[0])
 
     def _check_claimed(self, handle: SessionHandle, backend: str, expect_context: bool) -> str:
@@ -567,7 +567,7 @@ class Runner:
         try:
             handle = create_session(self.model, config)
             plain = Slot(self.options.target, handle)
-            bound = Slot(self.options.target, handle, shared_memory_device(), self.reference[0])
+            bound = Slot(self.options.target, handle, shared_memory_info(), self.reference[0])
             copy_s = _timed_runs(plain, self.inputs, SHARED_MEMORY_RUNS)
             zero_s = _timed_runs(bound, self.inputs, SHARED_MEMORY_RUNS)
         except Exception as exc:
