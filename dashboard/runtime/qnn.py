@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ import onnxruntime as ort
 
 from dashboard.errors import UserError, one_line
 from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.platform import open_twice, read_at
 
 QNN_EP = "QNNExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
@@ -105,38 +105,39 @@ class _NativeLogCapture:
 
     fd 2 is process-wide, so two threads redirecting it independently (sessions built in parallel
     by the partition analysis) would restore each other's descriptors. Instead the first capture
-    redirects fd 2 into a temporary file, later ones join it, each reads the lines written while
-    it was open, and the last one restores fd 2 and passes the text through to the real stderr."""
+    points fd 2 at a temporary file, later ones join it, each reads the bytes written while it was
+    open (through a second descriptor of the file, so native writers' offset never moves), and the
+    last one restores fd 2 and passes the text through to the real stderr."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
         self.saved: int | None = None
-        self.sink = None
+        self.writer: int | None = None
+        self.reader: int | None = None
 
     def enter(self) -> int:
         with self.lock:
             if self.users == 0:
                 sys.stderr.flush()
-                self.sink = tempfile.TemporaryFile()
+                self.writer, self.reader = open_twice()
                 self.saved = os.dup(2)
-                os.dup2(self.sink.fileno(), 2)
+                os.dup2(self.writer, 2)
             self.users += 1
-            return os.fstat(self.sink.fileno()).st_size
+            return os.fstat(self.writer).st_size
 
     def leave(self, start: int) -> str:
         with self.lock:
             sys.stderr.flush()
-            sink = self.sink
-            text = os.pread(sink.fileno(), os.fstat(sink.fileno()).st_size - start, start).decode("utf-8", "replace")
+            end = os.fstat(self.writer).st_size
+            text = read_at(self.reader, start, end - start).decode("utf-8", "replace")
             self.users -= 1
             if self.users == 0:
                 os.dup2(self.saved, 2)
-                os.close(self.saved)
-                sink.seek(0)
-                os.write(2, sink.read())
-                sink.close()
-                self.sink, self.saved = None, None
+                os.write(2, read_at(self.reader, 0, end))
+                for fd in (self.saved, self.writer, self.reader):
+                    os.close(fd)
+                self.saved = self.writer = self.reader = None
             return text
 
 
