@@ -29,6 +29,7 @@ from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
+from dashboard.runtime import qnn_options
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
@@ -62,6 +63,7 @@ class PartitionOptions(Record):
         check_dims(self.dims)
         self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
+        qnn_options.check(self.provider_options)
 
 
 def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
