@@ -75,12 +75,12 @@ def test_calls_racing_the_swap_are_each_served_once():
 def test_target_failure_keeps_serving_on_fast_with_the_runtime_reason():
     name = input_name()
     x = {name: feeds()["pixel_values"]}
-    bad = SessionConfig(backend="htp", provider_options={"qnn_context_priority": "warp_speed"})
+    bad = SessionConfig(backend="htp", provider_options={"htp_bf16_enable": "1"})  # the EP refuses it without a SoC
     with HotMigrationSession(CNN, SessionConfig(backend="cpu"), bad) as sess:
         assert sess.wait(timeout=120) is False
         assert sess.backend == "cpu"
         assert sess.run(None, x)[0].shape[0] == 1
-    assert "context priority" in sess.failure.lower()
+    assert "bf16 mode is enabled but soc_model is not specified" in sess.failure.lower()
     assert sess.events[-1].kind == "migration_failed"
 
 

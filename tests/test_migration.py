@@ -97,8 +97,8 @@ def test_migration_swaps_to_htp_without_losing_or_repeating_a_request(stores, sm
 @pytest.mark.parametrize("model, options, reason", [
     # A float encoder without fp16 fails to finalize on the HTP (measured: QNN_COMMON_ERROR_MEM_ALLOC).
     ("text_encoder.onnx", {}, "QNN_COMMON_ERROR_MEM_ALLOC"),
-    # A bad provider option: QNN's backend setup refuses it and the session would silently run on CPU.
-    ("cnn32", {"provider_options": {"qnn_context_priority": "bogus"}}, "context priority"),
+    # Options the EP itself refuses together (bf16 needs a soc_model of 88 or above).
+    ("cnn32", {"provider_options": {"htp_bf16_enable": "1"}}, "BF16 mode is enabled but soc_model is not specified"),
 ])
 def test_target_failure_keeps_serving_on_the_fast_backend(stores, small_cnn, model, options, reason):
     path = small_cnn if model == "cnn32" else str(sample_path(model))

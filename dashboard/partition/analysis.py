@@ -33,6 +33,7 @@ from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
+from dashboard.runtime import qnn_options
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
@@ -75,6 +76,7 @@ class PartitionOptions(Record):
             self.shapes[name] = tuple(shape)
         self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
+        qnn_options.check(self.provider_options)
 
 
 def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
@@ -102,10 +104,14 @@ class Cancelled(UserError):
     """The user stopped the analysis; nothing was measured or cached."""
 
 
+CANCELLED = "the analysis was cancelled"
+
+
 class Cancellation:
-    """Lets another thread stop a running ``analyze``: ``cancel()`` kills the worker the analysis
-    is waiting on (whichever step it is in), and ``analyze`` then raises ``Cancelled`` instead of
-    reporting a crash. Thread-safe; cancelling before the worker starts stops it as it starts."""
+    """Lets another thread stop a running ``analyze``: ``cancel()`` stops the worker the analysis
+    is waiting on (``WorkerClient.close``: the worker exits at once, even mid-compile, and is killed
+    if it does not), and ``analyze`` then raises ``Cancelled`` instead of reporting a crash.
+    Thread-safe; cancelling before the worker starts stops it as it starts."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -116,17 +122,17 @@ class Cancellation:
         with self._lock:
             self._worker = worker
             if self.cancelled:
-                worker.stop()
+                worker.close(reason=CANCELLED)
 
     def cancel(self) -> None:
         with self._lock:
             self.cancelled = True
             if self._worker is not None:
-                self._worker.stop()
+                self._worker.close(reason=CANCELLED)
 
     def check(self) -> None:
         if self.cancelled:
-            raise Cancelled("the analysis was cancelled")
+            raise Cancelled(CANCELLED)
 
 
 # -- suggestions --------------------------------------------------------------------------------------

@@ -32,8 +32,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from dashboard.messages import PartitionArgs, PartitionResult, Stage
 from dashboard.partition import cache, gpu_rules
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
+from dashboard.runtime import scratch
 from dashboard.serde import Record, dumps
 
 QNN_EP = "QNNExecutionProvider"
@@ -348,15 +347,16 @@ class RuntimeGraph:
 
 def _runtime_graph(prepared: Prepared, config, workdir: str, model_shapes: dict[str, TensorShape]) -> RuntimeGraph:
     """Only the structure of the optimized model is read back, so the weights ORT writes beside
-    it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
+    it are discarded where the platform can (``runtime.optimized_model`` names the side file
+    ``<out>.data``), else written into the scratch folder and removed with it."""
     from dashboard.intake.shapes import infer_tensor_shapes
+    from dashboard.runtime.platform import discard_into
     from dashboard.runtime.qnn import optimized_model
 
     if config.optimization_level == "disabled":
         return RuntimeGraph(opt_graph(prepared.graph), model_shapes, scalar_constants(prepared.structure))
     out = os.path.join(workdir, "optimized.onnx")
-    if os.path.exists(os.devnull):
-        os.symlink(os.devnull, out + ".data")
+    discard_into(out + ".data")
     optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
     structure = load_structure(out)
     shapes, _ = infer_tensor_shapes(structure, config.dims)
@@ -461,7 +461,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     emit(Stage("reading model", 0.02))
     prepared = prepare(args.path, dict(args.input_shapes))
     base = args.config.replace(backend="htp")
-    workdir = tempfile.mkdtemp(prefix="qbl-partition-")
+    workdir = str(scratch.make("qbl-partition-"))
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         register()
@@ -487,7 +487,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
             seconds=round(time.perf_counter() - started, 3))
     finally:
         pool.shutdown(wait=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+        scratch.remove(workdir)
 
 
 UNAVAILABLE = "unavailable: "

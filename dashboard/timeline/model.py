@@ -23,6 +23,7 @@ from typing import ClassVar, Iterable
 
 from dashboard.errors import UserError
 from dashboard.intake.shapes import check_dims
+from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import soc_for
 from dashboard.serde import Record
 
@@ -105,6 +106,7 @@ class TimelineOptions(Record):
         if not isinstance(self.warmup_runs, int) or not 1 <= self.warmup_runs <= 100:
             raise UserError(f"warm-up runs must be between 1 and 100, got {self.warmup_runs!r}")
         check_dims(self.dims)
+        qnn_options.check(self.provider_options)
         self.soc = soc_for(self.soc, self.fp16)
         if self.atol < 0 or self.rtol < 0:
             raise UserError("output tolerances must not be negative")

@@ -27,9 +27,7 @@ import hashlib
 import json
 import os
 import queue
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,9 +41,10 @@ from dashboard.intake.reader import file_digest, load_model
 from dashboard.intake.shapes import resolve_dims
 from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
                                 TimelineRequest)
+from dashboard.runtime import scratch
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, hardware, probe_backend,
-                                   random_inputs, register, shared_memory_device, shared_memory_status, soc_info,
+                                   random_inputs, register, shared_memory_info, shared_memory_status, soc_info,
                                    versions)
 from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.switch import SessionSwitch
@@ -63,8 +62,8 @@ def run_worker(args: TimelineArgs, emit: Emit) -> TimelineRun:
     """Worker entry: the model (a path on this host) and the options."""
     if not args.model or not Path(args.model).is_file():
         raise UserError(f"model not found on the device: {args.model or '(none given)'}")
-    with tempfile.TemporaryDirectory(prefix="qnn-lab-timeline-") as scratch:
-        return Runner(args.model, args.options, emit, Path(scratch)).run()
+    with scratch.folder("qnn-lab-timeline-") as folder:
+        return Runner(args.model, args.options, emit, folder).run()
 
 
 def context_store() -> Path:
@@ -465,7 +464,7 @@ class Runner:
             rec.event("context_loaded", backend, detail)
         bind = None
         if self.shared.get("available") and backend == self.options.target:
-            bind = shared_memory_device()
+            bind = shared_memory_info()
         return Slot(backend, handle, bind, self.reference[0])
 
     def _check_claimed(self, handle: SessionHandle, backend: str, expect_context: bool) -> str:
@@ -523,23 +522,24 @@ class Runner:
         context = folder / (Path(self.model).stem + "_ctx.onnx")
         if context.is_file():
             return context, None, True
-        building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=context_store()))
+        building = scratch.make(f".{key}.", context_store())
         config.session_config.update({"ep.context_enable": "1", "ep.context_embed_mode": "0",
                                       "ep.context_file_path": str(building / context.name)})
         start = time.perf_counter()
         try:
             create_session(self.model, config)
         except UserError as exc:
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
             raise SessionFailed(str(exc)) from None
         built = time.perf_counter() - start
         if not (building / context.name).is_file():
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
             raise SessionFailed("the runtime wrote no EPContext model (QNN claimed nothing to compile)")
         try:
             building.rename(folder)
+            scratch.keep(building)
         except OSError:  # another run built it meanwhile
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
         return context, built, False
 
     def _check_outputs(self, run: StrategyRun, server: Server, swap: tuple[str, str] | None = None) -> None:
@@ -569,7 +569,7 @@ class Runner:
         try:
             handle = create_session(self.model, config)
             plain = Slot(self.options.target, handle)
-            bound = Slot(self.options.target, handle, shared_memory_device(), self.reference[0])
+            bound = Slot(self.options.target, handle, shared_memory_info(), self.reference[0])
             copy_s = _timed_runs(plain, self.inputs, SHARED_MEMORY_RUNS)
             zero_s = _timed_runs(bound, self.inputs, SHARED_MEMORY_RUNS)
         except Exception as exc:

@@ -12,6 +12,7 @@ outcome (``Job.result``, ``Job.error`` or ``Job.cancelled``).
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import time
@@ -98,7 +99,10 @@ def start(slot: str, key: str, title: str, work: Work) -> Job:
     if previous is not None and not previous.done:
         previous.cancel()
     job = Job(key, title)
-    job.thread = threading.Thread(target=job._run, args=(work,), name=f"job {slot}", daemon=True)
+    # In the script run's context: the workers the job starts belong to the session's worker group
+    # (``frame._session_workers``), so they stop when the browser session ends.
+    context = contextvars.copy_context()
+    job.thread = threading.Thread(target=context.run, args=(job._run, work), name=f"job {slot}", daemon=True)
     st.session_state[slot] = job
     job.thread.start()
     return job
