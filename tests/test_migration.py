@@ -188,8 +188,9 @@ def test_missing_model_is_one_line_before_any_worker_starts(stores, tmp_path):
 
 
 def test_swap_drains_requests_in_flight_on_the_old_session():
-    """The server's swap on two real sessions, at a moment when requests are certainly running:
-    they finish on the old session before it is drained; every later dispatch uses the new one."""
+    """The migration's swap on two real sessions under the workload server, at a moment when
+    requests are certainly running: they finish on the old session before it is drained; every
+    later dispatch uses the new one."""
     import threading
     import time
 
@@ -197,7 +198,8 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     from onnx import TensorProto, helper, numpy_helper
 
     from dashboard.runtime import qnn as runtime
-    from dashboard.timeline.runner import Recorder, Server, Slot
+    from dashboard.timeline.migration import Slot
+    from dashboard.timeline.runner import Recorder, Server
 
     n = 1024  # two 1024x1024 MatMuls: tens of milliseconds per request on one CPU thread
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32), "w")
@@ -215,12 +217,13 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     options = TimelineOptions(requests=12, rate=1000.0, concurrency=2)
     rec = Recorder("migrate", events.append, threading.Lock(), options.requests)
     server = Server(rec, options, inputs).start()
-    server.install(old)
+    migration = server.migration
+    migration.serve(old)
     while server.switch.inflight(old) == 0:
         time.sleep(0.001)
     in_flight_at_swap = server.switch.inflight(old)
-    server.swap(new, "old → new")
-    server.drain(old)
+    migration.swap(new, "old → new")
+    migration.drain(old)
     assert server.switch.inflight(old) == 0
     server.join()
 
