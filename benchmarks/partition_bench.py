@@ -66,7 +66,8 @@ def compare(model: str, dim_args: list[str], dims: dict, soc, env: dict, repeat:
     cached re-runs."""
     import shutil
 
-    from dashboard.partition.analysis import PartitionOptions, analyze, cache_dir
+    from dashboard.partition.analysis import PartitionOptions, analyze
+    from dashboard.partition.cache import cache_dir
 
     bare_cmd = [sys.executable, "-c", BARE.format(path=model, dims=dims, soc_model=soc.soc_model,
                                                   htp_arch=soc.htp_arch)]
