@@ -8,6 +8,7 @@ a user can read: the runtime's own message, a timeout, or the signal that killed
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import json
@@ -21,13 +22,15 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from dashboard import messages
 from dashboard.errors import UserError
-from dashboard.messages import (DigestArgs, ModelChunk, OrtViewArgs, ProgressEvent, Upload, WorkerHello, WorkerProgress,
-                                WorkerReply, WorkerRequest, event_from_json)
 from dashboard.serde import Record, SchemaError, dumps, load
+
+# dashboard.messages (the protocol's records) is imported where it is used: it pulls in numpy and
+# onnx, and spawning a worker must not wait for them (see ``prespawn_local_worker``).
+if TYPE_CHECKING:
+    from dashboard.messages import ProgressEvent, WorkerHello
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 4 << 20
@@ -88,8 +91,11 @@ class WorkerClient:
     def spawn(self) -> "WorkerClient":
         """Spawn the worker without waiting: it imports the runtime while the caller does other
         work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
-        that cannot be started is reported there too, so callers handle one kind of failure."""
+        that cannot be started is reported there too, so callers handle one kind of failure.
+        A spare local worker started by ``prespawn_local_worker`` is adopted instead."""
         self._spawn_error = None
+        if self._adopt_spare():
+            return self
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -101,7 +107,21 @@ class WorkerClient:
         threading.Thread(target=self._pump_stderr, daemon=True).start()
         return self
 
+    def _adopt_spare(self) -> bool:
+        global _spare
+        spare, _spare = _spare, None
+        if spare is None or spare.argv != self.argv or spare._proc is None or spare._proc.poll() is not None:
+            if spare is not None:
+                spare._abandon()
+            return False
+        # The spare's reader threads fill its queue and deque; this client takes those over.
+        self._proc, self._lines, self._stderr = spare._proc, spare._lines, spare._stderr
+        spare._proc = None
+        return True
+
     def _await_hello(self) -> None:
+        from dashboard.messages import WorkerHello
+
         if self._spawn_error is not None:
             raise WorkerError(self._spawn_error)
         if self.hello is not None:
@@ -147,7 +167,9 @@ class WorkerClient:
         ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
         call; on expiry the worker is killed. A reply that is not what the protocol says is a
         ``WorkerProtocolError`` and the worker is stopped (the next client starts a fresh one)."""
-        command = messages.COMMANDS[cmd]
+        from dashboard.messages import COMMANDS, WorkerRequest
+
+        command = COMMANDS[cmd]
         self._await_hello()
         if self._proc is None:
             raise WorkerError(f"the {self.label} is not running")
@@ -177,9 +199,11 @@ class WorkerClient:
             if result is not None and on_event is not None:
                 on_event(result)
 
-    def _read(self, message: dict, req_id: int, command: messages.Command) -> tuple[bool, object]:
+    def _read(self, message: dict, req_id: int, command) -> tuple[bool, object]:
         """(True, result record or WorkerError) for this request's reply, (False, event or None)
         for progress and for lines of other requests; ``SchemaError`` for a malformed line."""
+        from dashboard.messages import WorkerProgress, WorkerReply, event_from_json
+
         if "event" in message:
             progress = load(WorkerProgress, message, "progress")
             return False, event_from_json(progress.event) if progress.id == req_id else None
@@ -196,6 +220,8 @@ class WorkerClient:
                    on_event: Callable[[ProgressEvent], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
+        from dashboard.messages import DigestArgs, ModelChunk, Upload
+
         if not self.remote:
             return str(Path(path).resolve())
         known = self.call("has_model", DigestArgs(digest), timeout=60)
@@ -286,6 +312,8 @@ class WorkerClient:
 def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
     """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
     written by a local worker into a scratch folder that is removed when the block ends."""
+    from dashboard.messages import OrtViewArgs
+
     with WorkerClient() as worker:
         result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve())), timeout=timeout)
     optimized = Path(result.path)
@@ -293,3 +321,26 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
         yield optimized
     finally:
         shutil.rmtree(optimized.parent, ignore_errors=True)
+
+
+_spare: WorkerClient | None = None
+
+
+def prespawn_local_worker() -> None:
+    """Start this machine's worker now, for the next local ``WorkerClient.spawn`` to adopt.
+
+    A command that will need a worker calls this before its own imports: the worker process
+    imports numpy, onnx and onnxruntime while this one imports the same libraries, instead of
+    after it (about a quarter of a second of a first ``partition`` run). A spare that nobody
+    adopts (the answer came from a cache) is stopped when this process exits."""
+    global _spare
+    if _spare is None:
+        _spare = WorkerClient().spawn()
+        atexit.register(_stop_spare)
+
+
+def _stop_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare._abandon()
