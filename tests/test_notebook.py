@@ -63,8 +63,10 @@ def test_notebook_api_bad_input_is_one_line(tmp_path):
         lab.load(tmp_path / "missing.onnx")
     assert "missing.onnx" in str(missing.value) and "\n" not in str(missing.value)
     model = lab.sample()
-    with pytest.raises(UserError, match="unknown timeline option"):
+    with pytest.raises(UserError, match="unknown timeline option.s. turbo; known: dims"):
         model.timeline(turbo=True)
+    with pytest.raises(UserError, match="unknown partition option.s. fp32"):
+        model.partition(fp32=True)
     with pytest.raises(UserError, match="unknown strategy warp"):
         model.timeline(strategies=["warp"])
     with pytest.raises(UserError, match="unknown backend npu"):

@@ -8,7 +8,7 @@ the records and figures from ``dashboard.render``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable
 
 import pandas as pd
@@ -71,15 +71,14 @@ class Model:
             after, _ = classify_after_ort_optimizations(self.path, optimized_copy)
         return Classified(classify_ep(self.graph), classify_refined(self.graph), after)
 
-    def partition(self, *, backends: tuple[str, ...] = ("htp", "gpu"), dims: dict[str, int] | None = None,
-                  fp16: bool = False, soc: str | None = None, provider_options: dict[str, str] | None = None,
-                  optimization_level: str = "all", timeout: float | None = PARTITION_TIMEOUT,
-                  use_cache: bool = True, on_event: OnEvent = None) -> "Partitioned":
+    def partition(self, *, timeout: float | None = PARTITION_TIMEOUT, use_cache: bool = True, on_event: OnEvent = None,
+                  **options) -> "Partitioned":
         """Which nodes the HTP and GPU backends claim, the node classes and both migration plans:
-        ``partition`` of the CLI with the same options (and the same disk cache)."""
-        options = PartitionOptions(backends=backends, dims=dims or {}, fp16=fp16, soc=soc,
-                                   provider_options=provider_options or {}, optimization_level=optimization_level)
-        return Partitioned(analyze(self.path, options, timeout=timeout, on_event=on_event, use_cache=use_cache),
+        ``partition`` of the CLI with the same options (``PartitionOptions`` fields: ``backends``,
+        ``dims``, ``fp16``, ``soc``, ``provider_options``, ``optimization_level`` ...) and the same
+        disk cache."""
+        parsed = _options(PartitionOptions, "partition", options)
+        return Partitioned(analyze(self.path, parsed, timeout=timeout, on_event=on_event, use_cache=use_cache),
                            self.graph)
 
     def timeline(self, *, device: str = "local", timeout: float | None = TIMELINE_TIMEOUT, on_event: OnEvent = None,
@@ -90,11 +89,17 @@ class Model:
         from dashboard.runtime.devices import Device
         from dashboard.timeline.remote import run_on_device
 
-        try:
-            parsed = TimelineOptions(**options)
-        except TypeError as exc:  # an option name that is not a TimelineOptions field
-            raise UserError(f"unknown timeline option: {exc}") from None
+        parsed = _options(TimelineOptions, "timeline", options)
         return Timeline(run_on_device(Device.parse(device), self.path, parsed, on_event=on_event, timeout=timeout))
+
+
+def _options(cls: type, what: str, options: dict):
+    """``cls(**options)``, with a name that is not one of its fields as a one-line ``UserError``."""
+    unknown = sorted(set(options) - {f.name for f in fields(cls)})
+    if unknown:
+        raise UserError(f"unknown {what} option(s) {', '.join(unknown)}; "
+                        f"known: {', '.join(f.name for f in fields(cls))}")
+    return cls(**options)
 
 
 @dataclass
