@@ -64,11 +64,11 @@ qnn.probe_backend("gpu"); lap("GPU probe")
 from dashboard.runtime.config import SessionConfig
 prepared = measure.prepare({path!r}); lap("read the model (no weights)")
 config = SessionConfig(backend="htp", dims={dims!r}, fp16=True, soc={soc!r})
-work = tempfile.mkdtemp()
-measure._opt_graph(prepared, config, work); lap("pre-partition graph (CPU session)")
-from dashboard.intake.shapes import infer_tensor_shapes
-infer_tensor_shapes(prepared.structure, config.dims); lap("shape inference")
-measure.session_report(prepared, config, work); lap("HTP session + op trace")
+with tempfile.TemporaryDirectory() as work:
+    measure._opt_graph(prepared, config, work); lap("pre-partition graph (CPU session)")
+    from dashboard.intake.shapes import infer_tensor_shapes
+    infer_tensor_shapes(prepared.structure, config.dims); lap("shape inference")
+    measure.session_report(prepared, config, work); lap("HTP session + op trace")
 print(json.dumps(steps))
 """
 WHERE = {

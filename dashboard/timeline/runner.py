@@ -54,6 +54,7 @@ BACKEND_LABELS = {"cpu": "CPU EP", "gpu": "QNN GPU", "htp": "QNN HTP"}
 NO_GPU_LABEL = "CPU EP (no QNN GPU on this host)"
 INPUT_POOL = 4  # distinct input sets, cycled by request id, so outputs can be compared per input
 SHARED_MEMORY_RUNS = 10
+SCRATCH_PREFIX = "qnn-lab-timeline-"  # + worker pid + "-": see sweep_scratch
 FIRST_ANSWER_WAIT_S = 10.0  # the target's compile waits at most this long for the fast session's first answer
 
 
@@ -61,8 +62,35 @@ def run_worker(args: TimelineArgs, emit: Emit) -> TimelineRun:
     """Worker entry: the model (a path on this host) and the options."""
     if not args.model or not Path(args.model).is_file():
         raise UserError(f"model not found on the device: {args.model or '(none given)'}")
-    with tempfile.TemporaryDirectory(prefix="qnn-lab-timeline-") as scratch:
+    sweep_scratch()
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-") as scratch:
         return Runner(args.model, args.options, emit, Path(scratch)).run()
+
+
+def sweep_scratch() -> list[Path]:
+    """Remove the scratch folders of timeline workers that are gone: one killed mid-run (a native
+    crash, a timeout, the Stop button) cannot remove its own. A folder is named after its worker's
+    pid; only POSIX can ask whether a pid is alive without touching it, so elsewhere nothing is
+    swept."""
+    if os.name != "posix":
+        return []
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def context_store() -> Path:
