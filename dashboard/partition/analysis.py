@@ -256,17 +256,22 @@ class _Digest:
 
 def _run_worker(worker, path: str, digest: str | None, config: SessionConfig, options: PartitionOptions,
                 timeout: float | None, emit: Events) -> tuple[PartitionResult | None, str | None]:
-    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
+    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed.
+
+    The worker's exit (interpreter and QNN teardown, about 0.1 s) is nobody's wait: it is reaped
+    on a non-daemon thread, which this process joins before it ends, so no worker outlives it."""
     from dashboard.runtime.client import WorkerError
 
     try:
-        with worker:
-            remote_path = worker.send_model(path, digest or "", on_event=emit)
-            result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
-                                 timeout=timeout, on_event=emit)
+        worker.start()
+        remote_path = worker.send_model(path, digest or "", on_event=emit)
+        result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
+                             timeout=timeout, on_event=emit)
         return result, None
     except WorkerError as exc:
         return None, str(exc)
+    finally:
+        threading.Thread(target=worker.close, name="partition-worker-reaper").start()
 
 
 def _backend_reports(result: PartitionResult | None, crash: str | None, options: PartitionOptions,
