@@ -8,11 +8,14 @@ SAMPLE ?= samples/llm_decoder_kv.onnx
 
 .PHONY: run test bench samples system-deps clean
 
-$(VENV)/.runtime: requirements.txt requirements-nodeps.txt
+# The project itself is installed editable (no deps: requirements.txt pins them), so the `qnn-lab`
+# command and `from dashboard import notebook` work from anywhere with this environment.
+$(VENV)/.runtime: requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt

@@ -11,6 +11,7 @@ from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
 from dashboard.runtime.config import SessionConfig
 from dashboard.timeline.api import HotMigrationSession, auto_session
+from dashboard.timeline.model import EVENT_KINDS, Event
 
 CNN = str(sample_path("cnn_classifier.onnx"))
 HTP_FP16 = SessionConfig(backend="htp", fp16=True, soc="sc8380xp")
@@ -37,7 +38,9 @@ def test_serves_on_fast_at_once_then_swaps_to_htp_with_agreeing_outputs():
         assert sess.backend == "htp"
         after = sess.run(None, x)[0]
     kinds = [e.kind for e in sess.events]
-    assert kinds[:2] == ["session_create_start", "session_create_end"]
+    assert kinds[:3] == ["session_create_start", "session_create_end", "serve_start"]
+    # The timeline's own records and kinds: the library and the dashboard migrate the same way.
+    assert all(isinstance(e, Event) and e.kind in EVENT_KINDS for e in sess.events)
     for kind in ("warmup_start", "warmup_end", "swap", "drain_end", "session_released"):
         assert kind in kinds
     assert kinds.index("warmup_end") < kinds.index("swap") < kinds.index("drain_end")

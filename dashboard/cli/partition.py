@@ -14,14 +14,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboard.cli.common import add_runtime_options
 from dashboard.errors import UserError
-from dashboard.intake.shapes import parse_shapes
-from dashboard.messages import ProgressEvent, Stage, Upload
-from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
-from dashboard.partition.report import CLASS_LABELS, CLASSES, PartitionReport, op_type_table
-from dashboard.runtime.devices import Device
+
+# The analysis modules are imported by ``analyze_from_args``, after it has started the runtime
+# worker, so the worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
+if TYPE_CHECKING:
+    from dashboard.partition.analysis import PartitionOptions
+    from dashboard.partition.report import PartitionReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +43,7 @@ def add_partition_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="the whole shape of an input whose dimensions have no name (shown as ?), "
                              "e.g. input=1,576 (repeatable); the sessions get a copy of the model declaring it")
-    parser.add_argument("--optimization-level", choices=OPT_LEVELS, default="all",
+    parser.add_argument("--optimization-level", choices=("disabled", "basic", "extended", "all"), default="all",
                         help="ONNX Runtime graph optimizations before partitioning "
                              "(default all, as a session gets by default)")
     parser.add_argument("--device-report", action="append", default=[], metavar="FILE",
@@ -50,6 +52,9 @@ def add_partition_options(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> PartitionOptions:
+    from dashboard.intake.shapes import parse_shapes
+    from dashboard.partition.analysis import PartitionOptions, parse_assignments
+
     return PartitionOptions(
         backends=tuple(args.backends.split(",")),
         dims=parse_assignments(args.dim, "--dim", integer=True),
@@ -61,8 +66,10 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     )
 
 
-def progress(event: ProgressEvent) -> None:
+def progress(event) -> None:
     """Progress lines on stderr."""
+    from dashboard.messages import Stage, Upload
+
     if isinstance(event, Stage):
         print(f"  [{event.progress:4.0%}] {event.stage}", file=sys.stderr, flush=True)
     elif isinstance(event, Upload):
@@ -71,6 +78,13 @@ def progress(event: ProgressEvent) -> None:
 
 def analyze_from_args(args: argparse.Namespace, quiet: bool = False) -> PartitionReport:
     """The report the arguments ask for (bad arguments, files or devices: one ``UserError``)."""
+    from dashboard.runtime.client import prespawn_local_worker
+
+    if args.device.strip() == "local":
+        prespawn_local_worker()
+    from dashboard.partition.analysis import DEFAULT_TIMEOUT, analyze
+    from dashboard.runtime.devices import Device
+
     options = options_from_args(args)
     device = Device.parse(args.device)
     devices = []
@@ -101,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
+    from dashboard.partition.report import CLASS_LABELS, CLASSES, op_type_table
+
     lines = [f"{report.model}: {len(report.node_order)} nodes"
              + (f" on {report.device}" if report.device else "") + (" (from cache)" if report.cached else ""),
              "dims: " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "all static")]

@@ -336,19 +336,23 @@ class _Digest:
 def _run_worker(device: Device, path: str, digest: str | None, args: PartitionArgs, timeout: float | None,
                 emit: Events, cancel: Cancellation) -> tuple[PartitionResult | None, str | None]:
     """The worker's result, or (None, one-line reason) when it crashed, hung or failed. An
-    unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``."""
+    unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``.
+
+    The worker's exit (interpreter and QNN teardown, about 0.1 s) is nobody's wait: it is reaped
+    on a non-daemon thread, which this process joins before it ends, so no worker outlives it."""
     from dashboard.runtime.client import WorkerError
 
     cancel.check()
     worker = device.connect()
     cancel.bind(worker)
     try:
-        with worker:
-            located = dataclasses.replace(args, path=worker.send_model(path, digest or "", on_event=emit))
-            return worker.call("partition", located, timeout=timeout, on_event=emit), None
+        located = dataclasses.replace(args, path=worker.send_model(path, digest or "", on_event=emit))
+        return worker.call("partition", located, timeout=timeout, on_event=emit), None
     except WorkerError as exc:
         cancel.check()
         return None, str(exc)
+    finally:
+        threading.Thread(target=worker.close, name="partition-worker-reaper").start()
 
 
 def _backend_reports(result: PartitionResult | None, crash: str | None, options: PartitionOptions,

@@ -341,11 +341,11 @@ class RuntimeGraph:
     shapes are static than the file's own inference gets), and its one-element constants."""
 
     opt: OptGraph
-    shapes: dict[str, TensorShape]
-    scalars: dict[str, float]
+    shapes: dict[str, TensorShape] | None  # None until filled: optimizations disabled, the model's own
+    scalars: dict[str, float] | None
 
 
-def _runtime_graph(prepared: Prepared, config, workdir: str, model_shapes: dict[str, TensorShape]) -> RuntimeGraph:
+def _runtime_graph(prepared: Prepared, config, workdir: str) -> RuntimeGraph:
     """Only the structure of the optimized model is read back, so the weights ORT writes beside
     it are discarded where the platform can (``runtime.optimized_model`` names the side file
     ``<out>.data``), else written into the scratch folder and removed with it."""
@@ -353,8 +353,8 @@ def _runtime_graph(prepared: Prepared, config, workdir: str, model_shapes: dict[
     from dashboard.runtime.platform import discard_into
     from dashboard.runtime.qnn import optimized_model
 
-    if config.optimization_level == "disabled":
-        return RuntimeGraph(opt_graph(prepared.graph), model_shapes, scalar_constants(prepared.structure))
+    if config.optimization_level == "disabled":  # the caller adds the model's shapes and constants
+        return RuntimeGraph(opt_graph(prepared.graph), None, None)
     out = os.path.join(workdir, "optimized.onnx")
     discard_into(out + ".data")
     optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
@@ -375,6 +375,7 @@ def _merged_shapes(model: dict[str, TensorShape], runtime: dict[str, TensorShape
 
 
 PROBE_TTL_S = 24 * 3600
+SCRATCH_PREFIX = "qbl-partition-"
 
 
 @dataclass
@@ -448,9 +449,10 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     is ignored), ``args.backends``, ``args.input_shapes``. Returns per-backend reports keyed by
     model node name, tensor shapes, and how the optimized graph relates to the model.
 
-    ONNX Runtime releases the GIL while it builds a session, so the pre-partition graph (a CPU
-    session that writes the optimized model) is built on a thread while QNN compiles the HTP
-    graph: the analysis costs little more than the session it measures."""
+    ONNX Runtime releases the GIL while it builds a session, so the fixed costs run beside the
+    session being measured: the pre-partition graph (a CPU session that writes the optimized
+    model) on one thread, the QNN sessions on another, and shape inference on this one while QNN
+    compiles. The analysis costs little more than the session it measures."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
@@ -461,22 +463,26 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     emit(Stage("reading model", 0.02))
     prepared = prepare(args.path, dict(args.input_shapes))
     base = args.config.replace(backend="htp")
-    workdir = str(scratch.make("qbl-partition-"))
-    pool = ThreadPoolExecutor(max_workers=1)
+    scratch.sweep(SCRATCH_PREFIX)
+    workdir = str(scratch.make(SCRATCH_PREFIX))
+    pool = ThreadPoolExecutor(max_workers=2)
     try:
         register()
-        emit(Stage("inferring tensor shapes", 0.05))
-        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
-        graph_future = pool.submit(_runtime_graph, prepared, base, workdir, shapes)
+        graph_future = pool.submit(_runtime_graph, prepared, base, workdir)
         # The probe runs before the HTP session, not beside it: its native error lines must not
         # mix with those of a failing HTP session (the outcome is cached for a day anyway).
         gpu_probe = probe_gpu_cached() if "gpu" in backends else None
-        raw = _sessions(prepared, base, backends, gpu_probe, workdir, emit)
+        emit(Stage("inferring tensor shapes", 0.05))
+        sessions = pool.submit(_sessions, prepared, base, backends, gpu_probe, workdir, emit)
+        shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
+        raw = sessions.result()
         emit(Stage("ONNX Runtime pre-partition graph", 0.92))
         try:
             runtime_graph = graph_future.result()
         except UserError as exc:
             raise UserError(f"cannot build the graph ONNX Runtime partitions: {exc}") from None
+        if runtime_graph.shapes is None:  # optimizations disabled: the EPs get the model's own graph
+            runtime_graph = RuntimeGraph(runtime_graph.opt, shapes, scalar_constants(prepared.structure))
         placement = place_model_nodes(prepared.graph, runtime_graph.opt)
         reports = _reports(prepared, runtime_graph, placement, raw, versions(), emit)
         emit(Stage("done", 1.0))

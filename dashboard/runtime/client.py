@@ -18,6 +18,7 @@ by itself; a remote worker sees the same when its SSH connection drops.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import contextvars
@@ -32,15 +33,17 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, TYPE_CHECKING, Callable, Iterator
 
-from dashboard import __version__, messages
+from dashboard import __version__
 from dashboard.errors import UserError
-from dashboard.messages import (MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, OrtViewArgs, ProgressEvent, Upload,
-                                WorkerHello, WorkerProgress, WorkerReply, WorkerRequest, event_from_json,
-                                plain_file_name)
 from dashboard.runtime import platform
 from dashboard.serde import Record, SchemaError, dumps, load
+
+# dashboard.messages (the protocol's records) is imported where it is used: it pulls in numpy and
+# onnx, and spawning a worker must not wait for them (see ``prespawn_local_worker``).
+if TYPE_CHECKING:
+    from dashboard.messages import ProgressEvent, WorkerHello
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 4 << 20
@@ -165,8 +168,11 @@ class WorkerClient:
     def spawn(self) -> "WorkerClient":
         """Spawn the worker without waiting: it imports the runtime while the caller does other
         work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
-        that cannot be started is reported there too, so callers handle one kind of failure."""
+        that cannot be started is reported there too, so callers handle one kind of failure.
+        A spare local worker started by ``prespawn_local_worker`` is adopted instead."""
         self._spawn_error = None
+        if self._adopt_spare():
+            return self
         try:
             proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=_local_env(), cwd=str(PROJECT_ROOT), **platform.detached_group())
@@ -185,11 +191,35 @@ class WorkerClient:
         self._stderr_thread.start()
         return self
 
+    def _adopt_spare(self) -> bool:
+        global _spare
+        spare, _spare = _spare, None
+        if spare is None or spare.argv != self.argv or spare._proc is None or spare._proc.poll() is not None:
+            if spare is not None:
+                spare.close(grace=0)
+            return False
+        # The spare's reader threads fill its queue and deque; this client takes those over, and the
+        # duty to stop the process (the spare, once collected, must not).
+        self._proc, self._lines, self._stderr = spare._proc, spare._lines, spare._stderr
+        self._stopped, self._stderr_thread = None, spare._stderr_thread
+        spare._proc = None
+        if spare._finalizer is not None:
+            spare._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE)
+        group = _OWNER.get()
+        if group is not None:
+            group.add(self)
+        return True
+
     def _await_hello(self) -> None:
+        from dashboard.messages import WorkerHello
+
         if self._spawn_error is not None:
             raise WorkerError(self._spawn_error)
         if self.hello is not None:
             return
+        from dashboard.messages import PROTOCOL_VERSION
+
         greeting = self._next_message(self.start_timeout, "starting", self.start_timeout).get("hello")
         protocol = greeting.get("protocol") if isinstance(greeting, dict) else None
         if isinstance(protocol, int) and protocol != PROTOCOL_VERSION:
@@ -202,6 +232,8 @@ class WorkerClient:
             raise WorkerProtocolError(f"the {self.label} did not greet as a worker does: {exc}") from None
 
     def _mismatch(self, version: object, protocol: int) -> str:
+        from dashboard.messages import PROTOCOL_VERSION
+
         release = version if isinstance(version, str) and version else "of an older release"
         text = (f"the {self.label} runs qnn-backend-lab {release[:40]} (protocol {protocol}); this dashboard "
                 f"({__version__}) needs protocol {PROTOCOL_VERSION}")
@@ -237,7 +269,9 @@ class WorkerClient:
         ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
         call; on expiry the worker is stopped. A reply that is not what the protocol says is a
         ``WorkerProtocolError`` and the worker is stopped (the next client starts a fresh one)."""
-        command = messages.COMMANDS[cmd]
+        from dashboard.messages import COMMANDS, WorkerRequest
+
+        command = COMMANDS[cmd]
         self._await_hello()
         proc = self._proc
         if proc is None:
@@ -268,9 +302,11 @@ class WorkerClient:
             if result is not None and on_event is not None:
                 on_event(result)
 
-    def _read(self, message: dict, req_id: int, command: messages.Command) -> tuple[bool, object]:
+    def _read(self, message: dict, req_id: int, command) -> tuple[bool, object]:
         """(True, result record or WorkerError) for this request's reply, (False, event or None)
         for progress and for lines of other requests; ``SchemaError`` for a malformed line."""
+        from dashboard.messages import WorkerProgress, WorkerReply, event_from_json
+
         if "event" in message:
             progress = load(WorkerProgress, message, "progress")
             return False, event_from_json(progress.event) if progress.id == req_id else None
@@ -287,6 +323,8 @@ class WorkerClient:
                    on_event: Callable[[ProgressEvent], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
+        from dashboard.messages import DigestArgs, ModelChunk, Upload, plain_file_name
+
         if not self.remote:
             return str(Path(path).resolve())
         known = self.call("has_model", DigestArgs(digest), timeout=60)
@@ -320,6 +358,8 @@ class WorkerClient:
         if message is None:
             raise self._crashed(what)
         if isinstance(message, _LineTooLong):
+            from dashboard.messages import MAX_LINE
+
             self.close()
             raise WorkerProtocolError(f"the {self.label} wrote a line longer than the protocol's "
                                       f"{MAX_LINE >> 20} MB limit during {what!r} and was stopped")
@@ -358,6 +398,8 @@ def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:
     """Protocol lines to the queue, each read whole but never more than ``MAX_LINE`` bytes of it;
     anything else a native library printed is kept with stderr for crash reports. A line over the
     cap ends the stream: the client stops the worker."""
+    from dashboard.messages import MAX_LINE
+
     while True:
         try:
             raw = stream.readline(MAX_LINE + 1)
@@ -400,7 +442,32 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
     """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
     written by a local worker into a scratch folder of this process, removed when the block ends
     (also when the worker dies half-way)."""
+    from dashboard.messages import OrtViewArgs
+
     with tempfile.TemporaryDirectory(prefix="qnn-lab-ortview-") as folder:
         with WorkerClient() as worker:
             result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve()), folder), timeout=timeout)
         yield Path(result.path)
+
+
+_spare: WorkerClient | None = None
+
+
+def prespawn_local_worker() -> None:
+    """Start this machine's worker now, for the next local ``WorkerClient.spawn`` to adopt.
+
+    A command that will need a worker calls this before its own imports: the worker process
+    imports numpy, onnx and onnxruntime while this one imports the same libraries, instead of
+    after it (about a quarter of a second of a first ``partition`` run). A spare that nobody
+    adopts (the answer came from a cache) is stopped when this process exits."""
+    global _spare
+    if _spare is None:
+        _spare = WorkerClient().spawn()
+        atexit.register(_stop_spare)
+
+
+def _stop_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare.close(grace=0)

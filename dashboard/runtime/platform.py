@@ -54,6 +54,20 @@ def detached_group() -> dict:
     return {"start_new_session": True}
 
 
+def pid_alive(pid: int) -> bool | None:
+    """Whether process ``pid`` exists; None where that cannot be asked without touching it
+    (Windows: ``os.kill`` there terminates)."""
+    if WINDOWS:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill ``proc`` and everything in its process group (POSIX) or process tree (Windows), then
     reap it. Only a child that has not been reaped is signalled: its id cannot have been reused."""

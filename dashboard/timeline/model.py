@@ -76,7 +76,7 @@ class TimelineOptions(Record):
     requests: int = 40
     rate: float = 20.0  # requests per second, open loop: arrivals do not wait for answers
     concurrency: int = 2  # requests served at once (so a swap has in-flight requests to drain)
-    policy: str = "always"  # "if_faster": swap only if the warmed target beats the fast backend
+    policy: str = "always"  # "if_faster": see dashboard.timeline.migration (one meaning for the API and the runner)
     warmup_runs: int = 3
     shared_memory: bool = False
     inputs: str | None = None  # .npz with one array per model input, on the worker's host
