@@ -165,6 +165,9 @@ def test_an_input_with_unnamed_dimensions_gets_a_shape_field(tmp_path):
     assert field.value == "?, 16"  # what is known, and ? where the user decides
     assert "All input shapes are static" not in " ".join(texts(at))
     assert any("0 of 3" in m.value.replace("*", "") for m in at.markdown)  # the HTP claims nothing
+    hints = [i.value.replace("\\", "") for i in at.info]
+    assert any("give the whole shape of each input with unnamed dimensions (option ‘Input shapes’: x)" in h
+               for h in hints), hints
     field.input("2, sixteen")
     apply(at)
     assert any("input 'x': every dimension must be a positive integer" in e.value.replace("\\", "") for e in at.error)

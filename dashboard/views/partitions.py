@@ -59,7 +59,7 @@ FIELDS = {
     "option": "Extra QNN provider options", "dim": "Symbolic dimensions", "shape": "Input shapes",
     "device": "Device",
 }
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: NAME=[^\s),;:]+)?")
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z]+=[A-Z0-9,.]+)?")  # with its NAME=VALUE, NAME=D1,D2,... form
 
 
 def session_reports(digest: str) -> list[PartitionReport]:
