@@ -7,7 +7,9 @@
 - ``worker``: ``python -m dashboard.runtime.worker``, the process QNN work runs in;
 - ``client``: ``WorkerClient``, the dashboard's side of the worker protocol;
 - ``devices``: ``Device``, where a worker runs (this machine, another interpreter, SSH);
-- ``socs``: named Snapdragon parts and their ``soc_model``/``htp_arch``.
+- ``socs``: named Snapdragon parts and their ``soc_model``/``htp_arch``, with sources;
+- ``doctor``: the device doctor, run in a worker: why each backend does or does not initialize;
+- ``install``: ``device install``, the worker's wheel into a virtualenv on a device over SSH.
 """
 
 from dashboard.lazy import exports

@@ -13,12 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.errors import UserError
+from dashboard.messages import DoctorReport
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
 from dashboard.views.safe import md, short
 
 _DEVICES = "devices"  # url -> Device
 _PROBES = "device_probes"  # url -> probe result dict, or {"error": one line}
 _CURRENT = "device_current"
+_DOCTOR = "device_doctor"  # url -> DoctorReport, or the one line saying why it could not run
 PROBE_TIMEOUT = 180.0
 NO_GPU_NOTE = ("No QNN GPU on this host: the timeline's fast backend here is ONNX Runtime's CPU EP, labelled "
                "**CPU EP (no QNN GPU on this host)**; GPU figures need a Snapdragon device.")
@@ -76,6 +78,7 @@ def render() -> None:
                 st.rerun()
             if url in probes:
                 _show_probe(probes[url])
+            _doctor(url, device)
 
 
 def _add_form() -> None:
@@ -144,3 +147,32 @@ def _show_probe(result: dict) -> None:
     else:
         st.caption("HTP arch / SoC: not reported by this worker's probe.")
     st.caption(f"Probed in {result.get('seconds', 0):.1f} s.")
+
+
+DOCTOR_ICONS = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "➖", "info": "ℹ️"}
+
+
+def _doctor(url: str, device: Device) -> None:
+    """The device doctor next to the probe: each reason a backend may not initialize, checked in
+    the device's worker, with a one-line fix for every failure."""
+    from dashboard.runtime.doctor import ask
+
+    reports: dict = st.session_state.setdefault(_DOCTOR, {})
+    if st.button("Doctor", key=f"doctor_{url}", icon=":material/stethoscope:",
+                 help="Why each backend does or does not initialize here: FastRPC node, libcdsprpc, "
+                      "ADSP_LIBRARY_PATH, glibc and Python, libOpenCL, the SoC and the wheel's skels"):
+        with st.spinner(f"Asking the worker on {device.label} to check this host…"):
+            try:
+                reports[url] = ask(device, timeout=PROBE_TIMEOUT)
+            except UserError as exc:
+                reports[url] = str(exc)
+    report = reports.get(url)
+    if isinstance(report, str):
+        st.error(md(report), icon=":material/wifi_off:")
+    elif isinstance(report, DoctorReport):
+        mode = "HTP simulator" if report.mode == "simulator" else report.mode
+        st.markdown(f"**Doctor** · {md(report.platform)} · {md(mode)}")
+        st.dataframe(pd.DataFrame([{"": DOCTOR_ICONS[c.status], "check": c.title, "found": short(c.detail, 300),
+                                    "fix": short(c.fix or "", 300)} for c in report.checks]),
+                     hide_index=True, width="stretch")
+        st.caption(md(report.summary))
