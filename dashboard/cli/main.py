@@ -21,6 +21,7 @@ COMMANDS = {
     "partition": ("dashboard.cli.partition", "which nodes GPU and HTP claim, and migration plans"),
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
+    "device": ("dashboard.cli.device", "install the worker on a device; the device doctor"),
 }
 
 
