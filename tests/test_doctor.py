@@ -46,10 +46,14 @@ def board(tmp_path: Path, *, machine: str | None = "QCS6490", fastrpc: bool = Tr
     if machine:
         (soc0 / "machine").write_text(machine + "\n")
         (soc0 / "soc_id").write_text("497\n")
+    opencl = tmp_path / "usr" / "lib" / "libOpenCL.so"
+    if "OpenCL" in libraries:
+        opencl.parent.mkdir(parents=True)
+        opencl.write_bytes(b"\x7fELF")
     found = {name: f"/usr/lib/lib{name}.so" for name in libraries}
     return Host(system="Linux", machine="aarch64", python=python, libc=libc, env=env or {},
                 wheel_dir=wheel_folder(tmp_path, archs), wheel_version="2.7.0", fastrpc_node=node, soc0=soc0,
-                find_library=found.get)
+                find_library=found.get, opencl_paths=(opencl,))
 
 
 def by_name(report: DoctorReport) -> dict:
@@ -76,7 +80,7 @@ def test_a_board_without_a_dsp_explains_each_failure_with_a_fix(tmp_path):
     assert checks["cdsprpc"].detail == "libcdsprpc.so is not found by the dynamic loader"
     assert checks["opencl"].backends == ["gpu"]
     assert report.summary.startswith("HTP fails: ")
-    assert "GPU fails: libOpenCL.so is not found" in report.summary
+    assert f"GPU fails: libOpenCL.so is not in {tmp_path / 'usr' / 'lib'}" in report.summary
     assert report.summary.endswith("CPU: no blocker found")
     lines = report_lines(report)
     assert any(line.startswith("  FAIL  ") and "/fastrpc-cdsp" in line for line in lines)
@@ -85,7 +89,7 @@ def test_a_board_without_a_dsp_explains_each_failure_with_a_fix(tmp_path):
 
 def test_a_versioned_library_without_its_plain_name_is_a_warning(tmp_path):
     host = board(tmp_path)
-    host.find_library = {"cdsprpc": "libcdsprpc.so.1", "OpenCL": "libOpenCL.so"}.get
+    host.find_library = {"cdsprpc": "libcdsprpc.so.1"}.get
     check = by_name(diagnose(host))["cdsprpc"]
     assert check.status == "warn" and "symlink" in check.fix
 

@@ -41,6 +41,12 @@ SOC0 = "/sys/devices/soc0"
 _SKEL = re.compile(r"^libQnnHtpV(\d+)Skel\.so$")
 _ARCH = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}
 _WINDOWS_CPU_KEY = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+# Where the aarch64 libQnnGpu.so of onnxruntime-qnn 2.7.0 looks for OpenCL (the paths in its
+# strings): fixed places, not the loader's search, so the check looks exactly there.
+OPENCL_PATHS = tuple(Path(p) for p in (
+    "/usr/lib/libOpenCL.so", "/usr/lib/aarch64-linux-gnu/libOpenCL.so", "/usr/lib64/libOpenCL.so",
+    "/lib64/libOpenCL.so", "/usr/local/lib64/libOpenCL.so", "/usr/lib/libOpenCL.so.1",
+    "/usr/lib/aarch64-linux-gnu/libOpenCL.so.1"))
 
 
 @dataclass
@@ -57,6 +63,7 @@ class Host:
     fastrpc_node: Path = Path(FASTRPC_NODE)
     soc0: Path = Path(SOC0)
     processor_name: str = ""  # Windows: the registry's ProcessorNameString
+    opencl_paths: tuple[Path, ...] = OPENCL_PATHS
     find_library: Callable[[str], str | None] = field(default=ctypes.util.find_library, repr=False)
 
 
@@ -97,7 +104,6 @@ def _windows_processor_name() -> str:
 
 # -- the checks -----------------------------------------------------------------------------------------
 ALL = ["htp", "gpu", "cpu"]
-QNN = ["htp", "gpu"]
 
 
 def check(name: str, title: str, ok: bool | None, detail: str, fix: str, backends: list[str]) -> DoctorCheck:
@@ -156,8 +162,8 @@ def fastrpc_check(host: Host) -> DoctorCheck:
 
 
 def library_check(host: Host, name: str, library: str, title: str, fix: str, backends: list[str]) -> DoctorCheck:
-    """Is ``library`` (``cdsprpc``, ``OpenCL``) found by the dynamic loader? The EP loads it by its
-    unversioned name, so finding only ``libX.so.1`` is a warning."""
+    """Is ``library`` (``cdsprpc``; ``OpenCL`` on Windows) found by the dynamic loader? The HTP stub
+    loads ``libcdsprpc.so`` by that name, so finding only ``libcdsprpc.so.1`` is a warning."""
     wanted = _file_name(host, library)
     # find_library takes "cdsprpc" on Linux (lib prefix and .so added) and the DLL's stem on Windows
     found = host.find_library(Path(wanted).stem if host.system == "Windows" else library)
@@ -185,11 +191,15 @@ def cdsprpc_check(host: Host) -> DoctorCheck:
 
 
 def opencl_check(host: Host) -> DoctorCheck:
-    windows = host.system == "Windows"
-    return library_check(host, "opencl", "OpenCL", f"{_file_name(host, 'OpenCL')} for the QNN GPU (Adreno OpenCL)",
-                         "install or update the Adreno graphics driver" if windows
-                         else "install the board's Adreno OpenCL driver (libOpenCL.so from the vendor image; an ICD "
-                              "loader without the Adreno ICD is not enough)", ["gpu"])
+    if host.system == "Windows":
+        return library_check(host, "opencl", "OpenCL", "OpenCL.dll for the QNN GPU (Adreno OpenCL)",
+                             "install or update the Adreno graphics driver", ["gpu"])
+    title = "libOpenCL.so for the QNN GPU (Adreno OpenCL, where QnnGpu looks for it)"
+    found = next((p for p in host.opencl_paths if p.exists()), None)
+    return check("opencl", title, found is not None, f"libOpenCL.so: {found}" if found
+                 else f"libOpenCL.so is not in {', '.join(sorted({str(p.parent) for p in host.opencl_paths}))}",
+                 "install the board's Adreno OpenCL driver (libOpenCL.so from the vendor image; an ICD loader "
+                 "without the Adreno ICD is not enough)", ["gpu"])
 
 
 def adsp_check(host: Host) -> DoctorCheck:
