@@ -52,14 +52,16 @@ def board(tmp_path_factory):
     """The running board and the device URL ``device install`` printed for it."""
     emulated = _emulated()
     try:
-        built = emulated.build(log=lambda line: print(line, file=sys.stderr))
+        emulated.check_host()
     except emulated.BoardUnavailable as exc:
         pytest.skip(f"this host cannot run the emulated board: {exc}")
     scratch = tmp_path_factory.mktemp("board")
-    with built.start(scratch / "sshd.log") as running:
-        installed = cli("device", "install", running.url(scratch / "known_hosts"), timeout=INSTALL_TIMEOUT)
-        assert installed.returncode == 0, installed.stderr[-3000:]
-        yield {"url": installed.stdout.strip(), "install": installed, "scratch": scratch}
+    with emulated.exclusive():
+        built = emulated.build(log=lambda line: print(line, file=sys.stderr))
+        with built.start(scratch / "sshd.log") as running:
+            installed = cli("device", "install", running.url(scratch / "known_hosts"), timeout=INSTALL_TIMEOUT)
+            assert installed.returncode == 0, installed.stderr[-3000:]
+            yield {"url": installed.stdout.strip(), "install": installed}
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,9 @@ How (root on the host, no container engine):
   ``/dev/shm``. Killing ``unshare`` kills sshd (``--kill-child``), and with it every process of
   the namespace; the mounts disappear with it.
 
-Run ``python scripts/board/emulated.py build`` to build or check the cache, ``... ssh`` to print
-the device URL of a board started until Enter is pressed.
+Run ``python scripts/board/emulated.py build`` to build or check the cache, ``... start`` to print
+the device URL of a board that runs until Enter is pressed. ``exclusive()`` serializes users of
+the cached board on one machine.
 """
 
 from __future__ import annotations
@@ -150,6 +151,19 @@ class RunningBoard:
                 f"&known_hosts={known_hosts}&connect_timeout=60{extra}")
 
 
+@contextlib.contextmanager
+def exclusive(root: Path | None = None) -> Iterator[None]:
+    """One user of the cached board at a time (two test runs on one machine would otherwise build
+    into, and pip install into, the same root file system together)."""
+    import fcntl
+
+    folder = root or board_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build(root: Path | None = None, log: Callable[[str], None] = print) -> Board:
     """The board under ``root`` (default ``board_dir()``), built unless a board of this ``RECIPE``
     is cached there."""
@@ -224,17 +238,18 @@ def _wait_for_port(port: int, server: subprocess.Popen, timeout: float, log: Pat
 
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "build"
-    try:
-        board = build()
-    except BoardUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if command == "build":
-        print(board.root)
-        return 0
-    with board.start(board.root / "sshd.log") as running:
-        print(running.url(board.root / "known_hosts"))
-        input("board running; press Enter to stop it\n")
+    with exclusive():
+        try:
+            board = build()
+        except BoardUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if command == "build":
+            print(board.root)
+            return 0
+        with board.start(board.root / "sshd.log") as running:
+            print(running.url(board.root / "known_hosts"))
+            input("board running; press Enter to stop it\n")
     return 0
 
 
