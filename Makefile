@@ -8,10 +8,14 @@ SAMPLE ?= samples/llm_decoder_kv.onnx
 
 .PHONY: run test board-test bench samples system-deps clean
 
-$(VENV)/.runtime: requirements.txt
+# The project itself is installed editable (no deps: requirements.txt pins them), so the `qnn-lab`
+# command and `from dashboard import notebook` work from anywhere with this environment.
+$(VENV)/.runtime: requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
@@ -31,10 +35,11 @@ test: $(VENV)/.dev system-deps
 board-test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q tests/test_board.py
 
-bench: $(VENV)/.runtime
+bench: $(VENV)/.dev system-deps
 	$(PY) -m dashboard bench
 	$(PY) benchmarks/partition_bench.py
 	$(PY) benchmarks/migration_bench.py
+	$(PY) benchmarks/viewer_bench.py
 
 samples: $(VENV)/.runtime
 	$(PY) -m dashboard.intake.samples samples

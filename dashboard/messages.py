@@ -24,8 +24,39 @@ from dashboard.runtime.config import SessionConfig
 from dashboard.serde import Record, SchemaError, load
 from dashboard.timeline.model import Event, Request, TimelineOptions, TimelineRun
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 3: the greeting names the package version; ort_view writes into the client's folder
 DIGEST = re.compile(r"[0-9a-f]{32}")  # dashboard.intake.reader.file_digest: blake2b, 16 bytes, hex
+MAX_LINE = 64 << 20
+"""The longest protocol line either end reads (bytes). Why a cap: a line is read whole before it
+is parsed, so without one a broken or hostile worker that writes 300 MB without a newline made the
+client hold all of it (908 MB RSS). Every legitimate line is far smaller: model chunks are 4 MB of
+data (5.6 MB as base64) and the largest result, a partition analysis of both backends, is about
+600 bytes per node (measured: 1.8 MB for a 3,000-node decoder, so 12 MB for 20,000 nodes). A
+worker whose result would exceed the cap answers with an error instead; a line over the cap
+stops the worker."""
+_FILE_NAME = re.compile(r"[^/\\:\x00-\x1f]{1,255}")
+_NOT_IN_NAMES = re.compile(r"[/\\:\x00-\x1f]")
+_WINDOWS_DEVICES = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?", re.IGNORECASE)
+
+
+def check_file_name(name: str) -> None:
+    """A model's file name in the worker's store: one plain name on either platform, so it cannot
+    leave its digest folder or name a device (no separators, no drive colon, not ``.``/``..``, no
+    control characters, no Windows device name such as ``NUL``, no trailing dot or space)."""
+    if (not _FILE_NAME.fullmatch(name) or name in (".", "..") or name.endswith((".part", ".", " "))
+            or _WINDOWS_DEVICES.fullmatch(name)):
+        raise SchemaError(f"bad model file name {name[:60]!r} (one plain file name: no '/', '\\', ':' or "
+                          "control characters, not '.', '..', a device name or '*.part')")
+
+
+def plain_file_name(name: str) -> str:
+    """``name`` made acceptable to ``check_file_name`` (what the client sends for a model)."""
+    clean = _NOT_IN_NAMES.sub("_", name)[:255]
+    try:
+        check_file_name(clean)
+    except SchemaError:
+        return "model.onnx"
+    return clean
 
 
 def check_digest(digest: str) -> None:
@@ -38,8 +69,12 @@ def check_digest(digest: str) -> None:
 # -- the envelope ---------------------------------------------------------------------------------
 @dataclass
 class WorkerHello(Record):
+    """The worker's first line. ``protocol`` is what the client checks (a mismatch is refused
+    with both versions named); ``version`` is the package version, for that message."""
+
     protocol: int
     pid: int
+    version: str = "unknown"
 
 
 @dataclass
@@ -238,6 +273,7 @@ class ModelChunk(Record):
 
     def __post_init__(self) -> None:
         check_digest(self.digest)
+        check_file_name(self.name)
         if self.offset < 0:
             raise SchemaError(f"bad chunk offset {self.offset}")
 
@@ -260,7 +296,10 @@ class CrashArgs(Record):
 
 @dataclass
 class OrtViewArgs(Record):
+    """``out_dir``: an existing folder of the client's (it removes it, whatever happens here)."""
+
     path: str
+    out_dir: str
     level: Literal["basic", "extended", "all"] = "basic"
 
 

@@ -1,4 +1,5 @@
-"""Make the README's Partitions screenshot: the bundled LLM decoder on the HTP simulator.
+"""Make the README's Partitions screenshot: the bundled LLM decoder on the HTP simulator, its graph
+in Model Explorer coloured by class.
 
     .venv/bin/python scripts/screenshot_partitions.py [MODEL] [OUT.png]
 
@@ -32,9 +33,11 @@ def main() -> None:
         wait_for_idle(page)
         open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT_S)
         page.get_by_text("keep the model off the NPU").first.wait_for(timeout=ANALYSIS_TIMEOUT_S * 1000)
-        page.get_by_role("tab", name="Plans").click()
+        page.get_by_role("tab", name="Graph").click()
         wait_for_idle(page)
-        time.sleep(1)  # plotly finishes drawing after Streamlit is idle
+        viewer = page.frame_locator('iframe[title*="model_explorer"]')
+        viewer.get_by_text("class", exact=True).first.wait_for(timeout=120_000)  # the overlays are loaded
+        time.sleep(3)  # Model Explorer lays out and draws in its worker after the page is idle
         page.screenshot(path=out)
         browser.close()
     print(out)

@@ -125,19 +125,22 @@ def test_weights_split_embedded_and_external(app, tmp_path):
     ("http://lab.example:8501/", "lab.example"),
     ("https://10.1.2.3:9000/sub/", "10.1.2.3"),
     ("http://[fd00::5]:8501/", "[fd00::5]"),
+    ("http://[::1]:8501/", "127.0.0.1"),
 ])
 def test_netron_url_uses_the_browsers_host_and_serves_the_model(app, server_url, expected_host):
     path = sample_path("cnn_classifier.onnx")
     at = overview(app, path, url=server_url)
     src = iframe_src(at)
-    match = re.fullmatch(rf"http://{re.escape(expected_host)}:(\d+)/", src or "")
+    match = re.fullmatch(rf"http://{re.escape(expected_host)}:(\d+)/([A-Za-z0-9_-]{{32}})/", src or "")
     assert match, src
-    port = int(match.group(1))
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/model.onnx", timeout=10) as response:
+    port, token = int(match.group(1)), match.group(2)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{token}/data/model.onnx", timeout=10) as response:
         assert response.read() == path.read_bytes()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{token}/", timeout=10) as response:
         assert b"<title>Netron</title>" in response.read()
     assert any(b.proto.url == src for b in at.get("link_button"))
+    tunnel = next(c.value for c in at.caption if "ssh -N -L" in c.value)
+    assert f"{port}:127.0.0.1:{port}" in tunnel
     https_note = any("HTTPS" in c.value for c in at.caption)
     assert https_note == server_url.startswith("https:")
 
@@ -147,6 +150,30 @@ def test_netron_server_is_reused_across_renders(app):
     first = iframe_src(at)
     at.run()
     assert iframe_src(at) == first
+
+
+def test_model_explorer_is_offered_beside_netron(app):
+    """Switching the viewer swaps Netron's frame for the Model Explorer component, fed with the
+    model's graph (every node, its name scope) and no overlays on this page."""
+    from dashboard.render.model_explorer import GRAPH_ID
+
+    path = sample_path("llm_decoder_kv.onnx")
+    proto = onnx.load(path, load_external_data=False)
+    at = overview(app, path, url=URL)
+    assert iframe_src(at) is not None
+    at.segmented_control(key="overview_viewer").set_value("Model Explorer").run()
+    assert not at.exception and not at.error
+    assert iframe_src(at) is None
+    [component] = at.get("component_instance")
+    args = json.loads(component.proto.json_args)
+    [model_graph] = json.loads(args["graph"])["graphs"]
+    assert model_graph["id"] == GRAPH_ID
+    ops = [n for n in model_graph["nodes"] if n["id"].startswith("n")]
+    assert [n["label"] for n in ops] != [] and len(ops) == len(proto.graph.node)
+    names = {next(a["value"] for a in n["attrs"] if a["key"] == "name"): n["namespace"] for n in ops}
+    assert names == {n.name: "/".join(n.name.strip("/").split("/")[:-1]) for n in proto.graph.node}
+    assert "model/layers.0/attn" in names.values()
+    assert args["overlays"] == {}
 
 
 def test_hostile_names_render_escaped(app, hostile_model, assert_markdown_escaped):
@@ -159,33 +186,6 @@ def test_hostile_names_render_escaped(app, hostile_model, assert_markdown_escape
     assert names == ["<b>input</b>", "out</td>"]  # dataframes show text as text
     proto = onnx.load(hostile_model)
     assert len(proto.graph.node) == len(zoo.HOSTILE_NAMES)
-
-
-def test_netron_serves_each_model_on_its_own_port_and_stops_the_oldest(tmp_path):
-    from dashboard.intake.reader import file_digest
-    from dashboard.render import netron as netron_view
-
-    paths = []
-    for i in range(netron_view.MAX_SERVERS + 1):
-        model = onnx.load(sample_path("cnn_classifier.onnx"))
-        model.doc_string = f"variant {i}"
-        paths.append(tmp_path / f"m{i}.onnx")
-        onnx.save(model, paths[-1])
-    try:
-        servers = [netron_view.serve(str(p), file_digest(p), "127.0.0.1") for p in paths]
-        assert len({s.port for s in servers}) == len(servers)
-        for server, path in zip(servers[1:], paths[1:]):
-            with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/data/model.onnx", timeout=10) as r:
-                assert r.read() == path.read_bytes()
-        with pytest.raises(OSError):  # the least recently used one was stopped
-            urllib.request.urlopen(f"http://127.0.0.1:{servers[0].port}/", timeout=5)
-        again = netron_view.serve(str(paths[-1]), file_digest(paths[-1]), "127.0.0.1")
-        assert again.port == servers[-1].port
-        for bad in ("data/m1.onnx", "../conftest.py", "__init__.py", "server.py"):
-            with pytest.raises(urllib.error.HTTPError):
-                urllib.request.urlopen(f"http://127.0.0.1:{again.port}/{bad}", timeout=5)
-    finally:
-        netron_view.stop_all()
 
 
 def test_every_zoo_model_renders_both_pages(app, tmp_path):

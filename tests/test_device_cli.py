@@ -67,7 +67,9 @@ def test_an_unreachable_device_is_one_line():
 
 
 def test_the_wheel_holds_the_worker(tmp_path):
+    before = set(ROOT.iterdir())
     wheel = build_wheel(tmp_path)
+    assert set(ROOT.iterdir()) == before  # built from a copy: no build/ or *.egg-info left in the checkout
     assert wheel.name.startswith("qnn_backend_lab-") and wheel.name.endswith("-py3-none-any.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for module in ("runtime/worker.py", "runtime/doctor.py", "runtime/qnn.py", "messages.py", "partition/measure.py",

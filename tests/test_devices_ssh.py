@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import getpass
 import os
+import platform
 import shlex
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import onnx
 import pytest
+from fake_workers import alive
 
+from dashboard import __version__
 from dashboard.errors import UserError
 from dashboard.intake.reader import file_digest
 from dashboard.intake.samples import build_cnn_classifier
-from dashboard.messages import Upload
+from dashboard.messages import PROTOCOL_VERSION, Upload
 from dashboard.runtime.client import PROJECT_ROOT
 from dashboard.runtime.devices import Device
 from dashboard.timeline.model import TimelineOptions
@@ -252,3 +257,136 @@ def test_python_api_validates_too():
         Device(host="laptop", shell="windows", workdir='C:\\x" & calc & "')
     with pytest.raises(UserError, match="unknown device option"):
         Device.parse("ssh://me@board", ssh_options=("ProxyCommand=x",))
+
+
+# -- a worker that dies at start: ssh's (or the remote shell's) own words --------------------------------
+def test_an_unresolvable_host_is_ssh_s_own_message(sshd):
+    with pytest.raises(UserError) as info:
+        Device.parse(f"ssh://{getpass.getuser()}@nonexistent.invalid", connect_timeout=5).probe()
+    assert str(info.value) == (f"cannot reach ssh://{getpass.getuser()}@nonexistent.invalid?connect_timeout=5: "
+                               "ssh: Could not resolve hostname nonexistent.invalid: Name or service not known")
+
+
+def test_a_changed_host_key_is_refused_with_ssh_s_reason(sshd, tmp_path):
+    key_type, key = (keygen(tmp_path / "impostor").with_suffix(".pub")).read_text().split()[:2]
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd['port']} {key_type} {key}\n")  # another key than the server's
+    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), host_key="yes", known_hosts=str(known))
+    with pytest.raises(UserError, match=r": Host key verification failed\.$"):
+        device.probe()
+
+
+def test_a_missing_remote_python_is_named(sshd):
+    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python="/nonexistent/python3",
+                          host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
+    with pytest.raises(UserError, match=r": env: .?/nonexistent/python3.?: No such file or directory$"):
+        device.probe()
+
+
+def test_a_remote_python_without_this_package_is_named(sshd, tmp_path):
+    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python=sys.executable,
+                          workdir=str(tmp_path), host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
+    with pytest.raises(UserError, match=r"No module named 'dashboard'\)?$"):
+        device.probe()
+
+
+# -- the remote worker's lifecycle ---------------------------------------------------------------------------
+def remote_python(tmp_path: Path, program: str) -> str:
+    """An executable standing in for the remote interpreter: it runs ``program`` (in the project
+    folder, so ``dashboard`` imports) whatever the arguments."""
+    script = tmp_path / "python-stand-in"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(program)}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+HANGING_PROBE = ("import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+                 "def handler(args, emit):\n    emit(m.Probing('htp'))\n    time.sleep(600)\n"
+                 "m.COMMANDS['probe'] = m.COMMANDS['probe']._replace(handler='__main__:handler')\nw.serve()\n")
+
+
+def hanging_device(sshd, tmp_path) -> Device:
+    return Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python=remote_python(tmp_path, HANGING_PROBE),
+                        workdir=str(PROJECT_ROOT), host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_remote_worker_that_hangs_does_not_survive_the_client_s_timeout(sshd, tmp_path):
+    from dashboard.runtime.client import WorkerTimeout
+
+    worker = hanging_device(sshd, tmp_path).connect()
+    remote_pid, ssh_pid = worker.hello.pid, worker.pid
+    assert alive(remote_pid) and remote_pid != ssh_pid
+    with pytest.raises(WorkerTimeout, match="did not finish 'probe' within 2 s and was stopped"):
+        worker.call("probe", timeout=2)
+    assert gone_within(remote_pid, 5) and not alive(ssh_pid)
+
+
+def test_a_remote_worker_exits_when_its_ssh_connection_drops(sshd, tmp_path):
+    worker = hanging_device(sshd, tmp_path).connect()
+    remote_pid, ssh_pid = worker.hello.pid, worker.pid
+    probing, failures = threading.Event(), []
+
+    def call() -> None:
+        try:
+            worker.call("probe", timeout=120, on_event=lambda event: probing.set())
+        except UserError as exc:
+            failures.append(str(exc))
+
+    waiting = threading.Thread(target=call)
+    waiting.start()
+    assert probing.wait(30)
+    os.kill(ssh_pid, signal.SIGKILL)  # the connection drops; nobody closes the remote worker's stdin
+    assert gone_within(remote_pid, 10)
+    waiting.join(10)
+    assert failures and "died during 'probe' (killed by SIGKILL)" in failures[0]
+
+
+def test_a_remote_worker_of_another_protocol_is_refused_with_the_way_to_fix_it(sshd, tmp_path):
+    from dashboard.runtime.client import WorkerVersionError
+
+    old = "import json, sys\nprint(json.dumps({'hello': {'protocol': 2, 'pid': 1}}), flush=True)\nsys.stdin.read()\n"
+    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python=remote_python(tmp_path, old),
+                          host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
+    with pytest.raises(WorkerVersionError) as info:
+        device.probe()
+    assert str(info.value) == (f"the worker on {device.label} runs qnn-backend-lab of an older release (protocol 2); "
+                               f"this dashboard ({__version__}) needs protocol {PROTOCOL_VERSION}: reinstall it with "
+                               f"`python -m dashboard device install {device.url}`")
+
+
+# -- another interpreter on this machine ---------------------------------------------------------------------
+def test_a_local_interpreter_device_runs_the_worker_from_this_checkout(tmp_path, monkeypatch):
+    """``local?python=PATH``: the worker in another Python (here a second virtual environment
+    that shares this one's packages but not its path), finding this package through PYTHONPATH."""
+    import venv
+
+    monkeypatch.chdir(tmp_path)  # nothing here to import `dashboard` from by accident
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(tmp_path / "arm64-venv")
+    python = tmp_path / "arm64-venv" / "bin" / "python"
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    (tmp_path / "arm64-venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+     / "runtime-only.pth").write_text(site + "\n")
+    device = Device.parse(f"local?python={python}")
+    assert device.argv() == [str(python), "-m", "dashboard.runtime.worker"]
+    result = device.probe()
+    assert result["label"] == f"local?python={python}"
+    assert result["python"] == platform.python_version() and result["backends"]["htp"]["ok"] is True
+
+
+def test_a_local_interpreter_device_can_be_added_on_the_devices_page():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(PROJECT_ROOT / "app.py"), default_timeout=60).switch_page("pages/devices.py").run()
+    next(t for t in at.text_input if t.label == "Device").set_value(f"local?python={sys.executable}")
+    next(b for b in at.button if b.label == "Add device").click().run()
+    assert not at.exception and not at.error
+    assert f"local?python={sys.executable}" in at.session_state["devices"]

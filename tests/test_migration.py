@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import platform
 import signal
+import tempfile
+from pathlib import Path
 
 import onnx
 import pytest
@@ -20,6 +22,7 @@ from dashboard.runtime.client import WorkerClient, WorkerCrashed
 from dashboard.runtime.devices import Device
 from dashboard.timeline.model import TimelineOptions, TimelineRun
 from dashboard.timeline.remote import run_on_device
+from dashboard.timeline.runner import SCRATCH_PREFIX
 
 FP16 = {"fp16": True, "soc": "sc8380xp"}
 # Three seconds of arrivals: long enough that the HTP session (about 0.2 s to compile and warm
@@ -97,8 +100,8 @@ def test_migration_swaps_to_htp_without_losing_or_repeating_a_request(stores, sm
 @pytest.mark.parametrize("model, options, reason", [
     # A float encoder without fp16 fails to finalize on the HTP (measured: QNN_COMMON_ERROR_MEM_ALLOC).
     ("text_encoder.onnx", {}, "QNN_COMMON_ERROR_MEM_ALLOC"),
-    # A bad provider option: QNN's backend setup refuses it and the session would silently run on CPU.
-    ("cnn32", {"provider_options": {"qnn_context_priority": "bogus"}}, "context priority"),
+    # Options the EP itself refuses together (bf16 needs a soc_model of 88 or above).
+    ("cnn32", {"provider_options": {"htp_bf16_enable": "1"}}, "BF16 mode is enabled but soc_model is not specified"),
 ])
 def test_target_failure_keeps_serving_on_the_fast_backend(stores, small_cnn, model, options, reason):
     path = small_cnn if model == "cnn32" else str(sample_path(model))
@@ -170,6 +173,8 @@ def test_shared_memory_reports_why_it_is_unavailable(stores, small_cnn):
 def test_worker_killed_mid_run_is_a_clear_error_and_the_caller_lives_on(stores, small_cnn):
     options = TimelineOptions(strategies=["migrate"], **FP16, **WORKLOAD)
     with WorkerClient() as worker:
+        killed = worker.pid
+
         def kill_on_first_request(message) -> None:
             if isinstance(message, TimelineRequest):
                 os.killpg(worker.pid, signal.SIGKILL)
@@ -177,8 +182,11 @@ def test_worker_killed_mid_run_is_a_clear_error_and_the_caller_lives_on(stores, 
         with pytest.raises(WorkerCrashed, match=r"died during 'timeline' \(killed by SIGKILL\)"):
             worker.call("timeline", TimelineArgs(small_cnn, options),
                         on_event=kill_on_first_request, timeout=300)
+    killed_scratch = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{killed}-*"))
     after = timeline(small_cnn, strategies=["fast"], requests=3, rate=40.0)  # a new worker serves
     assert after.strategies["fast"].metrics["failed"] == 0
+    # The killed worker could not remove its scratch folder; the next run did.
+    assert killed_scratch and not any(folder.exists() for folder in killed_scratch)
 
 
 def test_missing_model_is_one_line_before_any_worker_starts(stores, tmp_path):
@@ -188,8 +196,9 @@ def test_missing_model_is_one_line_before_any_worker_starts(stores, tmp_path):
 
 
 def test_swap_drains_requests_in_flight_on_the_old_session():
-    """The server's swap on two real sessions, at a moment when requests are certainly running:
-    they finish on the old session before it is drained; every later dispatch uses the new one."""
+    """The migration's swap on two real sessions under the workload server, at a moment when
+    requests are certainly running: they finish on the old session before it is drained; every
+    later dispatch uses the new one."""
     import threading
     import time
 
@@ -197,7 +206,8 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     from onnx import TensorProto, helper, numpy_helper
 
     from dashboard.runtime import qnn as runtime
-    from dashboard.timeline.runner import Recorder, Server, Slot
+    from dashboard.timeline.migration import Slot
+    from dashboard.timeline.runner import Recorder, Server
 
     n = 1024  # two 1024x1024 MatMuls: tens of milliseconds per request on one CPU thread
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32), "w")
@@ -215,12 +225,13 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     options = TimelineOptions(requests=12, rate=1000.0, concurrency=2)
     rec = Recorder("migrate", events.append, threading.Lock(), options.requests)
     server = Server(rec, options, inputs).start()
-    server.install(old)
+    migration = server.migration
+    migration.serve(old)
     while server.switch.inflight(old) == 0:
         time.sleep(0.001)
     in_flight_at_swap = server.switch.inflight(old)
-    server.swap(new, "old → new")
-    server.drain(old)
+    migration.swap(new, "old → new")
+    migration.drain(old)
     assert server.switch.inflight(old) == 0
     server.join()
 

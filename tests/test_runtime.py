@@ -75,3 +75,27 @@ def test_model_bytes_with_external_weights_folder(tmp_path):
     config = SessionConfig(session_config={**RECORD, runtime.EXTERNAL_DATA_FOLDER: str(tmp_path)})
     handle = create_session(data, config)
     assert any(ep == runtime.QNN_EP for ep, _ in handle.assignment())
+
+
+# -- shared memory through the public API ------------------------------------------------------------------
+def test_shared_memory_is_described_as_the_qnn_ep_declares_it():
+    """No public call describes the HTP shared memory where the EP does not declare it (no rpcmem
+    here), so ``runtime.qnn`` builds the description from the EP factory's values. Where an EP
+    device declares it, the two must agree; where none does, allocating fails with the runtime's
+    own message. An upgrade that changes either fails here."""
+    import numpy as np
+    import onnxruntime as ort
+
+    declared = [d.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE) for d in runtime.register()]
+    info = runtime.shared_memory_info()
+    assert (info.name, info.device_vendor_id, info.device_mem_type) == (
+        "QnnHtpShared", 0x5143, ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+    if any(d is not None for d in declared):
+        return
+    with pytest.raises(Exception, match=r"No shared allocator found for: OrtMemoryInfo:\[name:QnnHtpShared"):
+        ort.OrtValue.ortvalue_from_shape_and_type([2], np.float32, memory_info=info)
+
+
+def test_bound_runner_source_uses_no_private_onnxruntime_api():
+    source = open(runtime.__file__, encoding="utf-8").read()
+    assert "._sess" not in source and "onnxruntime_pybind11_state" not in source and "capi" not in source

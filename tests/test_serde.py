@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 
 import pytest
 
+from dashboard.messages import PROTOCOL_VERSION
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import BackendReport, NodeSupport, PartitionReport, parse_device_report
 from dashboard.runtime.client import WorkerClient, WorkerProtocolError
@@ -106,12 +107,12 @@ def test_device_report_of_another_shape_is_one_line():
         parse_device_report(json.dumps({"model": "m", "digest": "d", "options": {}}), "phone.json")
 
 
-FORGED = [sys.executable, "-c", """
+FORGED = [sys.executable, "-c", f"""
 import json, sys
-print(json.dumps({"hello": {"protocol": 2, "pid": 1}}), flush=True)
+print(json.dumps({{"hello": {{"protocol": {PROTOCOL_VERSION}, "pid": 1}}}}), flush=True)
 for line in sys.stdin:
     request = json.loads(line)
-    print(json.dumps({"id": request["id"], "ok": True, "result": {"backends": None}}), flush=True)
+    print(json.dumps({{"id": request["id"], "ok": True, "result": {{"backends": None}}}}), flush=True)
 """]
 
 

@@ -1,4 +1,6 @@
-"""The worker protocol, driven through a real worker subprocess."""
+"""The worker protocol, driven through a real worker subprocess: replies, crashes, hangs, version
+handshake, line limits, the model store's boundaries, and the lifecycle that leaves no worker or
+scratch folder behind."""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
+from fake_workers import alive, fake_worker, patched_worker
+
+from dashboard import __version__
 from dashboard.intake.reader import file_digest
-from dashboard.messages import PROTOCOL_VERSION, ModelChunk, ProbeArgs, Probing
-from dashboard.runtime.client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError, WorkerTimeout,
-                                      local_worker_argv)
+from dashboard.messages import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
+from dashboard.runtime.client import (PROJECT_ROOT, STOP_GRACE, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
+                                      WorkerTimeout, WorkerVersionError, local_worker_argv)
 
 
 @pytest.fixture()
@@ -65,44 +71,59 @@ def test_worker_killed_from_outside_mid_call():
         timer.cancel()
 
 
-def test_timeout_stops_a_hung_worker():
-    hang = [sys.executable, "-c",
-            "import json,sys,time; print(json.dumps({'hello': {'protocol': 2, 'pid': 1}}), flush=True); "
-            "sys.stdin.readline(); time.sleep(60)"]
-    worker = WorkerClient(hang, label="test worker").start()
+def test_timeout_stops_a_hung_worker_and_states_the_timeout_that_was_set():
+    worker = WorkerClient(fake_worker("sys.stdin.readline(); time.sleep(60)"), label="test worker").start()
     pid = worker.pid
-    with pytest.raises(WorkerTimeout, match="within 1 s"):
-        worker.call("hello", timeout=1)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    with pytest.raises(WorkerTimeout, match=r"did not finish 'hello' within 1\.5 s and was stopped"):
+        worker.call("hello", timeout=1.5)
+    assert worker.pid is None and not alive(pid)
+
+
+def converse(requests: list[dict], env: dict | None = None) -> list[dict]:
+    """Talk to a real worker the way a client does: one request at a time, each answered before
+    the next; stdin stays open until the last reply (closing it means the client is gone)."""
+    proc = subprocess.Popen(local_worker_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
+                            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})})
+    replies = [json.loads(proc.stdout.readline())]
+    try:
+        for request in requests:
+            proc.stdin.write((request if isinstance(request, str) else json.dumps(request)).encode() + b"\n")
+            proc.stdin.flush()
+            while True:
+                reply = json.loads(proc.stdout.readline())
+                if "event" not in reply:
+                    replies.append(reply)
+                    break
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0  # an idle worker whose stdin closes exits cleanly
+    return replies
 
 
 def test_unknown_command_and_bad_requests_keep_the_worker_alive():
-    requests = ["not json", json.dumps({"id": 1, "cmd": "nope"}), json.dumps({"id": 2, "cmd": "has_model"}),
-                json.dumps({"id": 3, "cmd": "has_model", "args": {"digest": "../../etc/ssh"}}),
-                json.dumps({"id": 4, "cmd": "hello", "args": {"extra": 1}}), json.dumps({"id": 5, "cmd": "hello"})]
-    proc = subprocess.run(local_worker_argv(), input="\n".join(requests) + "\n", capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, timeout=60)
-    replies = [json.loads(line) for line in proc.stdout.splitlines()]
+    requests = ["not json", {"id": 1, "cmd": "nope"}, {"id": 2, "cmd": "has_model"},
+                {"id": 3, "cmd": "has_model", "args": {"digest": "../../etc/ssh"}},
+                {"id": 4, "cmd": "hello", "args": {"extra": 1}},
+                {"id": 5, "cmd": "put_model", "args": {"digest": "0" * 32, "name": "../../x.onnx", "offset": 0,
+                                                        "data": "", "final": True}},
+                {"id": 6, "cmd": "hello"}]
+    replies = converse(requests)
     assert replies[0].keys() == {"hello"}
+    assert replies[0]["hello"]["protocol"] == PROTOCOL_VERSION and replies[0]["hello"]["version"] == __version__
     assert replies[1]["ok"] is False and replies[1]["error"].startswith("bad request")
     assert replies[2]["ok"] is False and "unknown worker command 'nope'" in replies[2]["error"]
     assert replies[3]["ok"] is False and "missing field 'digest'" in replies[3]["error"]
     assert replies[4]["ok"] is False and "bad model digest" in replies[4]["error"]
     assert replies[5]["ok"] is False and "unknown field(s) 'extra'" in replies[5]["error"]
-    assert replies[6]["ok"] is True and replies[6]["result"]["protocol"] == PROTOCOL_VERSION
+    assert replies[6]["ok"] is False and "bad model file name" in replies[6]["error"]
+    assert replies[7]["ok"] is True and replies[7]["result"]["protocol"] == PROTOCOL_VERSION
 
 
 def test_native_stdout_noise_never_corrupts_the_protocol():
     """Native libraries print to fd 1 (QNN prints a LIBNATIVE banner); the worker moves fd 1 to
     stderr, so every stdout line is protocol JSON."""
-    script = "hello\nprobe\n"
-    lines = "".join(json.dumps({"id": i, "cmd": c}) + "\n" for i, c in enumerate(script.split()))
-    proc = subprocess.run(local_worker_argv(), input=lines, capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, timeout=120)
-    for line in proc.stdout.splitlines():
-        json.loads(line)
-    assert sum(1 for line in proc.stdout.splitlines() if '"ok": true' in line) == 2
+    replies = converse([{"id": 1, "cmd": "hello"}, {"id": 2, "cmd": "probe"}])
+    assert [r.get("ok") for r in replies[1:]] == [True, True]
 
 
 def test_model_upload_in_chunks_is_verified_and_kept_by_digest(tmp_path, store, monkeypatch):
@@ -119,3 +140,155 @@ def test_model_upload_in_chunks_is_verified_and_kept_by_digest(tmp_path, store, 
         assert worker.send_model(model, digest) == path  # second time: found by digest, not re-sent
         with pytest.raises(WorkerError, match="corrupted"):
             worker.call("put_model", ModelChunk("0" * 32, "x.onnx", 0, "AAAA", True))
+
+
+# -- the version handshake ---------------------------------------------------------------------------
+@pytest.mark.parametrize("protocol, version, shown", [(1, None, "of an older release"), (2, "0.0.9", "0.0.9"),
+                                                      (PROTOCOL_VERSION + 1, "9.0.0", "9.0.0")])
+def test_a_worker_of_another_protocol_is_refused_naming_both_versions(protocol, version, shown):
+    hint = "reinstall it with `python -m dashboard device install ssh://me@board`"
+    worker = WorkerClient(fake_worker("sys.stdin.read()", protocol=protocol, version=version),
+                          label="worker on ssh://me@board", upgrade_hint=hint).spawn()
+    pid = worker.pid
+    with pytest.raises(WorkerVersionError) as info:
+        worker.start()
+    assert str(info.value) == (f"the worker on ssh://me@board runs qnn-backend-lab {shown} (protocol {protocol}); "
+                               f"this dashboard ({__version__}) needs protocol {PROTOCOL_VERSION}: {hint}")
+    assert worker.pid is None and not alive(pid)
+
+
+# -- line limits --------------------------------------------------------------------------------------
+FLOODING_CLIENT = """
+import resource, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from fake_workers import alive, fake_worker
+from dashboard.runtime.client import WorkerClient, WorkerProtocolError
+body = "sys.stdin.readline()\\nchunk = b'x' * (1 << 20)\\nfor _ in range({mb}): sys.stdout.buffer.write(chunk)\\n"
+body += "sys.stdout.flush()\\ntime.sleep(60)"
+worker = WorkerClient(fake_worker(body), label="flooding worker").start()
+pid = worker.pid
+try:
+    worker.call("hello", timeout=120)
+except WorkerProtocolError as exc:
+    print(exc)
+print(alive(pid))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_a_line_without_end_stops_the_worker_and_the_client_memory_stays_bounded():
+    """A worker writes 300 MB without a newline: the client reads at most ``MAX_LINE`` of it,
+    stops the worker and reports it in one line. Its peak memory is measured in a process of its
+    own (before the cap: 908 MB)."""
+    script = FLOODING_CLIENT.format(root=str(PROJECT_ROOT), tests=str(Path(__file__).parent), mb=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    message, still_alive, peak_mb = done.stdout.strip().splitlines()
+    assert message == ("the flooding worker wrote a line longer than the protocol's 64 MB limit during 'hello' "
+                       "and was stopped")
+    assert still_alive == "False"
+    assert int(peak_mb) < 3 * (MAX_LINE >> 20) + 100, f"peak RSS {peak_mb} MB"
+
+
+def test_a_result_over_the_line_limit_is_an_error_reply(monkeypatch):
+    """The worker never writes a line the client would refuse: an oversized result becomes an
+    error reply (the cap is lowered for the test, in the worker's process)."""
+    argv = [sys.executable, "-c", "import dashboard.messages as m, dashboard.runtime.worker as w\n"
+            "w.MAX_LINE = 200\nw.serve()"]
+    with WorkerClient(argv) as worker:
+        with pytest.raises(WorkerError, match=r"the result is \d{3,} bytes, over the protocol's line limit of 200 "):
+            worker.call("hello")
+        assert worker.call("has_model", DigestArgs("0" * 32)).path is None  # still serving
+
+
+# -- lifecycle -------------------------------------------------------------------------------------------
+def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scratch(tmp_path):
+    """Requests run on the worker's main thread (here: a handler that never returns); its stdin
+    watchdog still notices the client is gone, removes the request's scratch folder and exits."""
+    from dashboard.runtime.worker import EXIT_ORPHANED
+
+    argv = patched_worker("from dashboard.runtime import scratch\n"
+                          "def handler(args, emit):\n"
+                          "    emit(m.Stage(str(scratch.make('qnn-lab-test-')), 0.5))\n"
+                          "    time.sleep(600)\n")
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
+                            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TMPDIR": str(tmp_path)})
+    assert "hello" in json.loads(proc.stdout.readline())
+    request = {"id": 1, "cmd": "partition", "args": {"path": "m.onnx", "config": {}, "backends": ["htp"]}}
+    proc.stdin.write(json.dumps(request).encode() + b"\n")
+    proc.stdin.flush()
+    folder = Path(json.loads(proc.stdout.readline())["event"]["stage"])
+    assert folder.is_dir() and folder.parent == tmp_path
+    proc.stdin.close()  # what the OS does when the client dies, and sshd when the connection drops
+    assert proc.wait(timeout=15) == EXIT_ORPHANED
+    assert not folder.exists()
+
+
+def test_a_client_nobody_closes_stops_its_worker_when_collected():
+    worker = WorkerClient().start()
+    pid = worker.pid
+    del worker
+    assert not alive(pid)
+
+
+def test_a_worker_group_stops_its_workers_and_the_waiting_call_says_why():
+    """What a Streamlit session does when the browser goes away: its script thread waits in a
+    call; the session's group is closed from another thread."""
+    group = WorkerGroup()
+    started = threading.Event()
+    with group.current():
+        worker = WorkerClient(patched_worker("def handler(args, emit):\n"
+                                             "    emit(m.Probing('htp'))\n"
+                                             "    time.sleep(600)\n", "probe")).start()
+    outside = WorkerClient().start()  # not in the group: untouched
+    pid = worker.pid
+    assert group.pids == [pid]
+    failures = []
+
+    def call() -> None:
+        try:
+            worker.call("probe", on_event=lambda event: started.set())
+        except WorkerError as exc:
+            failures.append(str(exc))
+
+    waiting = threading.Thread(target=call)
+    waiting.start()
+    assert started.wait(30)
+    group.close("the browser session ended")
+    waiting.join(STOP_GRACE + 10)
+    assert failures == ["the local worker was stopped during 'probe': the browser session ended"]
+    assert not alive(pid) and group.pids == []
+    assert outside.call("hello").protocol == PROTOCOL_VERSION
+    outside.close()
+
+
+# -- the model store ------------------------------------------------------------------------------------
+def test_the_model_store_follows_no_planted_symlink(store, tmp_path):
+    from dashboard.errors import UserError
+    from dashboard.runtime import worker as w
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "id_ed25519").write_text("key")
+    store.mkdir(parents=True)
+    linked, real = "a" * 32, "b" * 32
+    (store / linked).symlink_to(secret)  # a digest folder that is a link elsewhere
+    (store / real).mkdir()
+    (store / real / "model.onnx").symlink_to(secret / "id_ed25519")  # a model that is a link elsewhere
+    with pytest.raises(UserError, match="is a symlink"):
+        w.has_model(DigestArgs(linked), None)
+    assert w.has_model(DigestArgs(real), None).path is None
+    with pytest.raises(UserError, match="is a symlink"):
+        w.put_model(ModelChunk(linked, "m.onnx", 0, "QUJD", False), None)
+    (store / real / "m.onnx.part").symlink_to(secret / "id_ed25519")  # written through, it would overwrite the key
+    with pytest.raises(UserError, match="cannot write m.onnx.part"):
+        w.put_model(ModelChunk(real, "m.onnx", 0, "QUJD", False), None)
+    assert (secret / "id_ed25519").read_text() == "key"
+
+
+@pytest.mark.parametrize("name", ["../../x.onnx", "..", ".", "a/b.onnx", "a\\b.onnx", "C:x.onnx", "NUL", "con.onnx",
+                                  "x.onnx.part", "x\n.onnx", ""])
+def test_a_model_name_cannot_leave_its_digest_folder(name):
+    from dashboard.serde import SchemaError
+
+    with pytest.raises(SchemaError, match="bad model file name"):
+        ModelChunk("0" * 32, name, 0, "", True)

@@ -30,7 +30,8 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
                         help="Snapdragon SoC to compile for: " + ", ".join(s.key for s in SOCS)
                              + " (or a QNN soc_model number)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra QNN provider option passed through (repeatable)")
+                        help="extra QNN provider option (repeatable); checked against the EP's own options: "
+                             "an unknown key or a value it would ignore is refused with the valid values")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="give up on the runtime worker after this long")
 

@@ -5,6 +5,9 @@ Each command is a module of this package that owns its arguments (``add_argument
 classification costs little more than reading the model, and Streamlit is never imported. Bad
 input is one ``error: ...`` line on stderr and exit code 2, never a traceback. Prefix matching of
 options is off everywhere: ``--dev`` is an error, never a silent ``--device-report``.
+
+Interrupted (Ctrl-C) or terminated (SIGTERM, SIGHUP; Ctrl-Break on Windows), a command stops its
+runtime workers on the way out (their ``with`` blocks run) and ends with one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from dashboard.errors import UserError
+    from dashboard.runtime.platform import TERMINATION_EXIT, Terminated, raise_on_termination
 
+    raise_on_termination()
     try:
         args = build_parser(argv).parse_args(argv)
         return int(args.run(args) or 0)
@@ -56,3 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        print(f"error: terminated by {exc.name}", file=sys.stderr)
+        return TERMINATION_EXIT.get(exc.name, 1)

@@ -12,12 +12,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboard.cli.common import add_runtime_options
 from dashboard.errors import UserError
-from dashboard.messages import ProgressEvent, Stage
-from dashboard.partition.analysis import PartitionOptions, analyze, parse_assignments
-from dashboard.partition.report import CLASS_LABELS, CLASSES, PartitionReport, op_type_table
+
+# The analysis modules are imported by ``run``, after it has started the runtime worker, so the
+# worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
+if TYPE_CHECKING:
+    from dashboard.partition.analysis import PartitionOptions
+    from dashboard.partition.report import PartitionReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> PartitionOptions:
+    from dashboard.partition.analysis import PartitionOptions, parse_assignments
+
     return PartitionOptions(
         backends=tuple(args.backends.split(",")),
         dims=parse_assignments(args.dim, "--dim", integer=True),
@@ -46,12 +52,19 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     )
 
 
-def _progress(event: ProgressEvent) -> None:
+def _progress(event) -> None:
+    from dashboard.messages import Stage
+
     if isinstance(event, Stage):
         print(f"  [{event.progress:4.0%}] {event.stage}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dashboard.runtime.client import prespawn_local_worker
+
+    prespawn_local_worker()
+    from dashboard.partition.analysis import analyze
+
     options = options_from_args(args)
     devices = []
     for path in args.device_report:
@@ -77,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
+    from dashboard.partition.report import CLASS_LABELS, CLASSES, op_type_table
+
     lines = [f"{report.model}: {len(report.node_order)} nodes"
              + (" (from cache)" if report.cached else ""),
              "dims: " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "all static")]

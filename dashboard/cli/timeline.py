@@ -14,7 +14,8 @@ from dashboard.cli.common import add_runtime_options
 from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
-from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions, TimelineRun, strategy_table
+from dashboard.timeline.model import (DEFAULT_TIMEOUT, POLICIES, STRATEGY_TITLES, TimelineOptions, TimelineRun,
+                                      strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 
 
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--rate", type=float, default=20.0, help="requests per second")
     parser.add_argument("--strategies", default="fast,target,cached,migrate,auto")
+    parser.add_argument("--policy", choices=POLICIES, default="always",
+                        help="migrate: always swap once the target is warm, or only if it measures faster "
+                             "than the fast backend on the same warm-up inputs")
     parser.add_argument("--shared-memory", action="store_true",
                         help="bind HTP inputs/outputs in shared memory (seed 001)")
     add_runtime_options(parser)
@@ -39,7 +43,7 @@ def options_from_args(args: argparse.Namespace) -> TimelineOptions:
     return TimelineOptions(dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
                            provider_options=parse_assignments(args.option, "--option"), fast=args.fast,
                            target=args.target, strategies=strategies, requests=args.requests, rate=args.rate,
-                           shared_memory=args.shared_memory)
+                           policy=args.policy, shared_memory=args.shared_memory)
 
 
 class _Progress:

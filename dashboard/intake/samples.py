@@ -536,7 +536,10 @@ SAMPLES: list[Sample] = [
            "log-mel input [batch, 80, frames], Conv1d stem, transformer blocks", "audio", build_audio_encoder),
 ]
 
-SAMPLES_DIR = Path(__file__).resolve().parents[2] / "samples"
+_PACKAGE = Path(__file__).resolve().parents[1]
+# An installed package ships the samples inside it (dashboard/samples/); a checkout keeps them in
+# samples/ beside the package, where they are rebuilt if missing.
+SAMPLES_DIR = _PACKAGE / "samples" if (_PACKAGE / "samples").is_dir() else _PACKAGE.parent / "samples"
 
 
 def sample_bytes(sample: Sample) -> bytes:

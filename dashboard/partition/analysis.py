@@ -29,6 +29,7 @@ from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
+from dashboard.runtime import qnn_options
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
@@ -62,6 +63,7 @@ class PartitionOptions(Record):
         check_dims(self.dims)
         self.soc = soc_for(self.soc, self.fp16)
         self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
+        qnn_options.check(self.provider_options)
 
 
 def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
@@ -254,17 +256,22 @@ class _Digest:
 
 def _run_worker(worker, path: str, digest: str | None, config: SessionConfig, options: PartitionOptions,
                 timeout: float | None, emit: Events) -> tuple[PartitionResult | None, str | None]:
-    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed."""
+    """The (spawned) worker's result, or (None, one-line reason) when it crashed, hung or failed.
+
+    The worker's exit (interpreter and QNN teardown, about 0.1 s) is nobody's wait: it is reaped
+    on a non-daemon thread, which this process joins before it ends, so no worker outlives it."""
     from dashboard.runtime.client import WorkerError
 
     try:
-        with worker:
-            remote_path = worker.send_model(path, digest or "", on_event=emit)
-            result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
-                                 timeout=timeout, on_event=emit)
+        worker.start()
+        remote_path = worker.send_model(path, digest or "", on_event=emit)
+        result = worker.call("partition", PartitionArgs(remote_path, config, list(options.backends)),
+                             timeout=timeout, on_event=emit)
         return result, None
     except WorkerError as exc:
         return None, str(exc)
+    finally:
+        threading.Thread(target=worker.close, name="partition-worker-reaper").start()
 
 
 def _backend_reports(result: PartitionResult | None, crash: str | None, options: PartitionOptions,

@@ -31,8 +31,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -47,6 +45,7 @@ from dashboard.messages import PartitionArgs, PartitionResult, Stage
 from dashboard.partition import cache, gpu_rules
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
+from dashboard.runtime import scratch
 from dashboard.serde import Record, dumps
 
 QNN_EP = "QNNExecutionProvider"
@@ -311,19 +310,21 @@ def prepare(path: str) -> Prepared:
 
 def _opt_graph(prepared: Prepared, config, workdir: str) -> OptGraph:
     """The graph ORT hands the EPs. Only its structure is read back, so the weights ORT writes
-    beside it go to /dev/null (``runtime.optimized_model`` names the side file ``<out>.data``)."""
+    beside it are discarded where the platform can (``runtime.optimized_model`` names the side file
+    ``<out>.data``), else written into the scratch folder and removed with it."""
+    from dashboard.runtime.platform import discard_into
     from dashboard.runtime.qnn import optimized_model
 
     if config.optimization_level == "disabled":
         return opt_graph(prepared.graph)
     out = os.path.join(workdir, "optimized.onnx")
-    if os.path.exists(os.devnull):
-        os.symlink(os.devnull, out + ".data")
+    discard_into(out + ".data")
     optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
     return opt_graph(load_model(out))
 
 
 PROBE_TTL_S = 24 * 3600
+SCRATCH_PREFIX = "qbl-partition-"
 
 
 @dataclass
@@ -373,14 +374,40 @@ def session_report(prepared: Prepared, config, workdir: str) -> tuple[list, dict
     return assignment, trace
 
 
+def _sessions(prepared: Prepared, base, backends: list[str], gpu_probe: tuple | None, workdir: str,
+              emit: Emit) -> dict[str, tuple | str]:
+    """Per backend, one after the other: (assignment, trace, seconds) of its real session, its
+    failure message, or ``unavailable: ...`` when the GPU probe said it does not initialize."""
+    raw: dict[str, tuple | str] = {}
+    share = 0.8 / max(len(backends), 1)
+    for i, backend in enumerate(backends):
+        progress = 0.1 + i * share
+        if backend == "gpu":
+            emit(Stage("probing the GPU backend", progress, backend))
+            ok, error, when = gpu_probe
+            if not ok:
+                raw[backend] = f"unavailable: {error} (probed {when})"
+                continue
+        emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
+                   backend))
+        start = time.perf_counter()
+        try:
+            raw[backend] = (*session_report(prepared, base.replace(backend=backend), workdir),
+                            time.perf_counter() - start)
+        except UserError as exc:
+            raw[backend] = str(exc)
+    return raw
+
+
 def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     """Worker handler: ``args.path`` (the model on this host), ``args.config`` (its backend field
     is ignored), ``args.backends``. Returns per-backend reports keyed by model node name, tensor
     shapes, and how the optimized graph relates to the model.
 
-    ONNX Runtime releases the GIL while it builds a session, so the pre-partition graph (a CPU
-    session that writes the optimized model) is built on a thread while QNN compiles the HTP
-    graph: the analysis costs little more than the session it measures."""
+    ONNX Runtime releases the GIL while it builds a session, so the fixed costs run beside the
+    session being measured: the pre-partition graph (a CPU session that writes the optimized
+    model) on one thread, the QNN sessions on another, and shape inference on this one while QNN
+    compiles. The analysis costs little more than the session it measures."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
@@ -392,8 +419,9 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     emit(Stage("reading model", 0.02))
     prepared = prepare(args.path)
     base = args.config.replace(backend="htp")
-    workdir = tempfile.mkdtemp(prefix="qbl-partition-")
-    pool = ThreadPoolExecutor(max_workers=1)
+    scratch.sweep(SCRATCH_PREFIX)
+    workdir = str(scratch.make(SCRATCH_PREFIX))
+    pool = ThreadPoolExecutor(max_workers=2)
     try:
         register()
         opt_future = pool.submit(_opt_graph, prepared, base, workdir)
@@ -401,25 +429,9 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
         # mix with those of a failing HTP session (the outcome is cached for a day anyway).
         gpu_probe = probe_gpu_cached() if "gpu" in backends else None
         emit(Stage("inferring tensor shapes", 0.05))
+        sessions = pool.submit(_sessions, prepared, base, backends, gpu_probe, workdir, emit)
         shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
-        raw: dict[str, tuple | str | None] = {}
-        share = 0.8 / max(len(backends), 1)
-        for i, backend in enumerate(backends):
-            progress = 0.1 + i * share
-            if backend == "gpu":
-                emit(Stage("probing the GPU backend", progress, backend))
-                ok, error, when = gpu_probe
-                if not ok:
-                    raw[backend] = f"unavailable: {error} (probed {when})"
-                    continue
-            emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
-                       backend))
-            start = time.perf_counter()
-            config = base.replace(backend=backend)
-            try:
-                raw[backend] = (*session_report(prepared, config, workdir), time.perf_counter() - start)
-            except UserError as exc:
-                raw[backend] = str(exc)
+        raw = sessions.result()
         emit(Stage("ONNX Runtime pre-partition graph", 0.92))
         try:
             opt = opt_future.result()
@@ -457,4 +469,4 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
             renamed_nodes=prepared.renamed, runtime=runtime, seconds=round(time.perf_counter() - started, 3))
     finally:
         pool.shutdown(wait=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+        scratch.remove(workdir)

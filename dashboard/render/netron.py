@@ -4,6 +4,14 @@ The page shows Netron's own web UI (the files of the pinned ``netron`` package) 
 HTTP server per model, started on first use and reused on every re-render; the least recently
 used one is stopped once more than ``MAX_SERVERS`` models have been viewed.
 
+Security: a server listens on loopback only (127.0.0.1, whatever interface the dashboard listens
+on) and answers only under ``/<token>/``, a random per-server token that only the page's URL
+carries; any other path, a missing or a wrong token, is refused with 404. So nothing but this
+machine can reach it, and on this machine only a browser that was handed the page's URL. From
+another machine, the user forwards its port over SSH beside the dashboard's (``tunnel_command``).
+Netron needs the model's bytes in the browser, so it cannot be fed through the dashboard's own
+websocket the way the Model Explorer view is.
+
 Why not ``netron.serve``: in netron 9.3.3 every server in a process shares one handler class
 whose ``content`` it overwrites, so a second model makes the first model's port serve the second
 (two users, or two tabs, would see each other's model); its ``/data/`` route serves any file in the
@@ -20,7 +28,7 @@ from __future__ import annotations
 import http.server
 import mmap
 import re
-import socket
+import secrets
 import socketserver
 import threading
 from collections import OrderedDict
@@ -31,7 +39,7 @@ from urllib.parse import urlsplit
 import netron
 
 MAX_SERVERS = 4
-ALL_INTERFACES = "0.0.0.0"
+LOOPBACK = "127.0.0.1"
 NETRON_UI = Path(netron.__file__).resolve().parent
 MODEL_FILE = "model.onnx"  # the name Netron sees: fixed, so no model-derived text reaches its page
 UI_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css",
@@ -52,11 +60,11 @@ _FOCUS_JS = b"""(() => {
 
 
 def _index_html() -> bytes:
-    """Netron's page, told to open ``/data/model.onnx`` as an unpackaged build (version 0.0.0:
-    no telemetry) with no build date (no "please update" expiry)."""
+    """Netron's page, told to open ``data/model.onnx`` (relative: under the token) as an
+    unpackaged build (version 0.0.0: no telemetry) with no build date (no "please update" expiry)."""
     page = (NETRON_UI / "index.html").read_text(encoding="utf-8")
     meta = ('<meta name="type" content="Python">\n<meta name="version" content="0.0.0">\n'
-            f'<meta name="file" content="/data/{MODEL_FILE}">\n<script src="{FOCUS_SCRIPT}"></script>\n')
+            f'<meta name="file" content="data/{MODEL_FILE}">\n<script src="{FOCUS_SCRIPT}"></script>\n')
     page, count = _NETRON_META.subn("", page)
     if count == 0:
         raise RuntimeError(f"unexpected Netron page layout in {NETRON_UI / 'index.html'}")
@@ -70,11 +78,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
+        prefix = f"/{self.server.token}/"
         path = urlsplit(self.path).path
+        if not secrets.compare_digest(path[:len(prefix)].encode(), prefix.encode()):
+            self.send_error(404)  # no token, or a wrong one: nothing says a server is here
+            return
+        path = "/" + path[len(prefix):]
         if path in ("/", "/index.html"):
             # Netron asks for consent before anything else unless this cookie is set.
             self._send(self.server.index_html, UI_TYPES[".html"],
-                       {"Set-Cookie": "consent=1; Path=/; SameSite=Lax", "Cache-Control": "no-store"})
+                       {"Set-Cookie": f"consent=1; Path={prefix}; SameSite=Lax", "Cache-Control": "no-store"})
         elif path == f"/{FOCUS_SCRIPT}":
             self._send(_FOCUS_JS, UI_TYPES[".js"], {})
         elif path == f"/data/{MODEL_FILE}":
@@ -108,12 +121,11 @@ class _ModelServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], model: mmap.mmap, index_html: bytes) -> None:
+    def __init__(self, model: mmap.mmap, index_html: bytes) -> None:
         self.model = model
         self.index_html = index_html
-        if ":" in address[0]:  # Streamlit bound to an IPv6 address ("::" for all interfaces)
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
+        self.token = secrets.token_urlsafe(24)
+        super().__init__((LOOPBACK, 0), _Handler)
 
 
 @dataclass
@@ -121,10 +133,18 @@ class NetronServer:
     """A running Netron server for one model (by digest)."""
 
     digest: str
-    host: str  # interface it listens on
     port: int
     _server: _ModelServer
     _thread: threading.Thread
+
+    @property
+    def path(self) -> str:
+        """The page's path: it carries the token, and every other URL of the server hangs off it."""
+        return f"/{self._server.token}/"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.server_address[:2]
 
     @property
     def alive(self) -> bool:
@@ -140,18 +160,12 @@ _servers: OrderedDict[str, NetronServer] = OrderedDict()
 _lock = threading.Lock()
 
 
-def bind_host(server_address: str | None) -> str:
-    """Interface for Netron: the one Streamlit's ``server.address`` names, or all interfaces
-    when it is unset (Streamlit's default), so Netron is reachable wherever the dashboard is."""
-    return server_address or ALL_INTERFACES
-
-
-def serve(path: str, digest: str, host: str = ALL_INTERFACES) -> NetronServer:
-    """The Netron server for the model at ``path`` (started once per digest and host, then
-    reused). Raises ``OSError`` when the file cannot be mapped or no port can be bound."""
+def serve(path: str, digest: str) -> NetronServer:
+    """The Netron server for the model at ``path`` (started once per digest, then reused).
+    Raises ``OSError`` when the file cannot be mapped or no port can be bound."""
     with _lock:
         server = _servers.get(digest)
-        if server is not None and server.host == host and server.alive:
+        if server is not None and server.alive:
             _servers.move_to_end(digest)
             return server
         if server is not None:
@@ -159,14 +173,14 @@ def serve(path: str, digest: str, host: str = ALL_INTERFACES) -> NetronServer:
         with open(path, "rb") as handle:
             model = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            http_server = _ModelServer((host, 0), model, _index_html())
+            http_server = _ModelServer(model, _index_html())
         except BaseException:
             model.close()
             raise
         thread = threading.Thread(target=http_server.serve_forever, kwargs={"poll_interval": 0.5},
                                   name=f"netron-{digest[:8]}", daemon=True)
         thread.start()
-        server = NetronServer(digest, host, http_server.server_address[1], http_server, thread)
+        server = NetronServer(digest, http_server.server_address[1], http_server, thread)
         _servers[digest] = server
         while len(_servers) > MAX_SERVERS:
             _servers.popitem(last=False)[1].stop()
@@ -180,13 +194,25 @@ def stop_all() -> None:
             _servers.popitem()[1].stop()
 
 
-def browser_url(port: int, page_url: str | None, host_header: str | None = None) -> str:
-    """Netron's URL as the user's browser reaches it: the host the browser used for the
-    dashboard (``st.context.url``, else the request's Host header), Netron's port."""
+def browser_url(server: NetronServer, page_url: str | None, host_header: str | None = None) -> str:
+    """Netron's URL as the user's browser reaches it: the host the browser used for the dashboard
+    (``st.context.url``, else the request's Host header; on this machine, or through an SSH tunnel
+    that forwards Netron's port too, that host reaches the loopback server), Netron's port and the
+    token path. IPv6 loopback maps to 127.0.0.1, the address the server listens on."""
     host = urlsplit(page_url).hostname if page_url else None
     if not host and host_header:
         host = urlsplit("//" + host_header).hostname
     host = host or "localhost"
-    if ":" in host:  # IPv6 literal
+    if host == "::1":
+        host = LOOPBACK
+    elif ":" in host:  # IPv6 literal
         host = f"[{host}]"
-    return f"http://{host}:{port}/"
+    return f"http://{host}:{server.port}{server.path}"
+
+
+def tunnel_command(port: int, page_url: str | None) -> str:
+    """The extra SSH port forward that brings this Netron server to another machine's browser
+    (added to the one that forwards the dashboard's port)."""
+    host = urlsplit(page_url).hostname if page_url else None
+    target = host if host and host not in ("localhost", LOOPBACK, "::1") else "SERVER"
+    return f"ssh -N -L {port}:{LOOPBACK}:{port} {target}"

@@ -3,34 +3,52 @@
 A ``WorkerClient`` starts a worker from an argv (a local Python, or ``ssh host python -m
 dashboard.runtime.worker``: the transport is only the command line), sends requests, streams progress
 events to a callback, and turns every way a worker can fail into a ``WorkerError`` with one line
-a user can read: the runtime's own message, a timeout, or the signal that killed the process.
+a user can read: the runtime's own message, a timeout, the signal or exception code that killed
+the process, or what ssh said when it could not connect.
+
+No worker outlives its client. ``close`` (and leaving the ``with`` block, however it is left)
+closes the worker's stdin, which makes it exit at once even in the middle of a request (its stdin
+watchdog), waits ``STOP_GRACE`` seconds, then kills its process group; a timeout, a crash and a
+malformed reply all end that way. A client that is never closed is stopped when it is garbage
+collected or the process exits (``weakref.finalize``). Workers started while a ``WorkerGroup`` is
+current are also stopped together when the group closes (a Streamlit session's, when the browser
+session ends). If the client process is killed outright, the worker sees its stdin close and exits
+by itself; a remote worker sees the same when its SSH connection drops.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
+import contextvars
 import json
 import os
 import queue
-import shutil
-import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Callable, Iterator
 
-from dashboard import messages
+from dashboard import __version__
 from dashboard.errors import UserError
-from dashboard.messages import (DigestArgs, ModelChunk, OrtViewArgs, ProgressEvent, Upload, WorkerHello, WorkerProgress,
-                                WorkerReply, WorkerRequest, event_from_json)
+from dashboard.runtime import platform
 from dashboard.serde import Record, SchemaError, dumps, load
+
+# dashboard.messages (the protocol's records) is imported where it is used: it pulls in numpy and
+# onnx, and spawning a worker must not wait for them (see ``prespawn_local_worker``).
+if TYPE_CHECKING:
+    from dashboard.messages import ProgressEvent, WorkerHello
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 4 << 20
+STOP_GRACE = 3.0  # seconds a worker gets to exit by itself once its stdin is closed, before it is killed
+STDERR_TAIL = 40  # lines of a worker's stderr kept for its crash report
 
 
 class WorkerError(UserError):
@@ -49,6 +67,10 @@ class WorkerProtocolError(WorkerError):
     """The worker wrote something that is not the protocol (a forged or garbled line)."""
 
 
+class WorkerVersionError(WorkerProtocolError):
+    """The worker speaks another version of the protocol."""
+
+
 def local_worker_argv() -> list[str]:
     """This machine's worker: the same interpreter, the package from this checkout."""
     return [sys.executable, "-m", "dashboard.runtime.worker"]
@@ -61,19 +83,77 @@ def _local_env() -> dict[str, str]:
     return env
 
 
+# -- ownership ------------------------------------------------------------------------------------
+_OWNER: contextvars.ContextVar["WorkerGroup | None"] = contextvars.ContextVar("worker_owner", default=None)
+
+
+class WorkerGroup:
+    """The workers started (in this thread) while the group is current, stopped together by
+    ``close``. Why: a Streamlit session's script thread may be blocked inside a worker call when
+    the browser session ends; Streamlit then releases the session's resources on another thread,
+    and this group is such a resource (``dashboard.views.frame``)."""
+
+    def __init__(self) -> None:
+        self._clients: weakref.WeakSet[WorkerClient] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def make_current(self) -> None:
+        """Workers this thread starts from now on belong to the group (a Streamlit script run
+        calls this first; the next run calls it again)."""
+        _OWNER.set(self)
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator["WorkerGroup"]:
+        """Workers started in the block belong to the group."""
+        token = _OWNER.set(self)
+        try:
+            yield self
+        finally:
+            _OWNER.reset(token)
+
+    def add(self, client: "WorkerClient") -> None:
+        with self._lock:
+            self._clients.add(client)
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the group's running workers."""
+        with self._lock:
+            return [pid for pid in (c.pid for c in self._clients) if pid is not None]
+
+    def close(self, reason: str = "its owner closed") -> None:
+        """Stop every worker of the group without blocking the caller (Streamlit runs release
+        hooks on its server thread): each is stopped on a thread of its own."""
+        with self._lock:
+            clients = list(self._clients)
+            self._clients = weakref.WeakSet()
+        for client in clients:
+            threading.Thread(target=client.close, kwargs={"reason": reason}, daemon=True).start()
+
+
+# -- the client -------------------------------------------------------------------------------------
+class _LineTooLong:
+    """Queued instead of a message when the worker wrote a line over ``MAX_LINE``."""
+
+
 class WorkerClient:
     """One worker process. Use as a context manager; ``call`` may be made many times."""
 
-    def __init__(self, argv: list[str] | None = None, *, label: str = "local worker",
-                 remote: bool = False, start_timeout: float = 60.0) -> None:
+    def __init__(self, argv: list[str] | None = None, *, label: str = "local worker", remote: bool = False,
+                 start_timeout: float = 60.0, upgrade_hint: str | None = None) -> None:
         self.argv = argv or local_worker_argv()
         self.remote = remote  # a remote worker cannot read our files: models travel over the protocol
         self.label = label
         self.start_timeout = start_timeout
+        self.upgrade_hint = upgrade_hint  # how to fix a worker of another protocol version
         self.hello: WorkerHello | None = None
         self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
         self._lines: queue.Queue = queue.Queue()
-        self._stderr: deque[str] = deque(maxlen=40)
+        self._stderr: deque[str] = deque(maxlen=STDERR_TAIL)
+        self._stderr_thread: threading.Thread | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._stopped: str | None = None  # why ``close`` stopped the worker, for a call still waiting
         self._next_id = 0
         self._spawn_error: str | None = None
 
@@ -88,47 +168,88 @@ class WorkerClient:
     def spawn(self) -> "WorkerClient":
         """Spawn the worker without waiting: it imports the runtime while the caller does other
         work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
-        that cannot be started is reported there too, so callers handle one kind of failure."""
+        that cannot be started is reported there too, so callers handle one kind of failure.
+        A spare local worker started by ``prespawn_local_worker`` is adopted instead."""
         self._spawn_error = None
+        if self._adopt_spare():
+            return self
         try:
-            self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, bufsize=1, env=_local_env(), cwd=str(PROJECT_ROOT), start_new_session=True)
+            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=_local_env(), cwd=str(PROJECT_ROOT), **platform.detached_group())
         except OSError as exc:
             self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
             return self
-        threading.Thread(target=self._pump_stdout, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        self._proc, self._stopped = proc, None
+        self._lines = queue.Queue()
+        self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE)
+        group = _OWNER.get()
+        if group is not None:
+            group.add(self)
+        # The pumps get the queue and the deque, not ``self``: a client nobody holds can be collected.
+        threading.Thread(target=_pump_stdout, args=(proc.stdout, self._lines, self._stderr), daemon=True).start()
+        self._stderr_thread = threading.Thread(target=_pump_stderr, args=(proc.stderr, self._stderr), daemon=True)
+        self._stderr_thread.start()
         return self
 
+    def _adopt_spare(self) -> bool:
+        global _spare
+        spare, _spare = _spare, None
+        if spare is None or spare.argv != self.argv or spare._proc is None or spare._proc.poll() is not None:
+            if spare is not None:
+                spare.close(grace=0)
+            return False
+        # The spare's reader threads fill its queue and deque; this client takes those over, and the
+        # duty to stop the process (the spare, once collected, must not).
+        self._proc, self._lines, self._stderr = spare._proc, spare._lines, spare._stderr
+        self._stopped, self._stderr_thread = None, spare._stderr_thread
+        spare._proc = None
+        if spare._finalizer is not None:
+            spare._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE)
+        group = _OWNER.get()
+        if group is not None:
+            group.add(self)
+        return True
+
     def _await_hello(self) -> None:
+        from dashboard.messages import WorkerHello
+
         if self._spawn_error is not None:
             raise WorkerError(self._spawn_error)
         if self.hello is not None:
             return
-        message = self._next_message(self.start_timeout, "starting")
+        from dashboard.messages import PROTOCOL_VERSION
+
+        greeting = self._next_message(self.start_timeout, "starting", self.start_timeout).get("hello")
+        protocol = greeting.get("protocol") if isinstance(greeting, dict) else None
+        if isinstance(protocol, int) and protocol != PROTOCOL_VERSION:
+            self.close()
+            raise WorkerVersionError(self._mismatch(greeting.get("version"), protocol))
         try:
-            self.hello = load(WorkerHello, message.get("hello"), "greeting")
+            self.hello = load(WorkerHello, greeting, "greeting")
         except SchemaError as exc:
-            self._abandon()
+            self.close()
             raise WorkerProtocolError(f"the {self.label} did not greet as a worker does: {exc}") from None
 
-    def _abandon(self) -> None:
-        """Stop a worker that can no longer be trusted or waited for."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            self._kill(proc)
+    def _mismatch(self, version: object, protocol: int) -> str:
+        from dashboard.messages import PROTOCOL_VERSION
 
-    def close(self) -> None:
-        proc = self._proc
+        release = version if isinstance(version, str) and version else "of an older release"
+        text = (f"the {self.label} runs qnn-backend-lab {release[:40]} (protocol {protocol}); this dashboard "
+                f"({__version__}) needs protocol {PROTOCOL_VERSION}")
+        return f"{text}: {self.upgrade_hint}" if self.upgrade_hint else text
+
+    def close(self, grace: float = STOP_GRACE, reason: str | None = None) -> None:
+        """Stop the worker: close its stdin (it exits by itself, even mid-request), wait up to
+        ``grace`` seconds, then kill its process group. Safe from any thread, any number of times."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is not None and reason:
+                self._stopped = reason
         if proc is None:
             return
-        self._proc = None
-        try:
-            proc.stdin.close()
-            proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            self._kill(proc)
+        self._finalizer.detach()
+        _stop(proc, grace)
 
     def __enter__(self) -> "WorkerClient":
         return self.start()
@@ -138,36 +259,40 @@ class WorkerClient:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        proc = self._proc
+        return proc.pid if proc else None
 
     # -- requests ---------------------------------------------------------------------------
     def call(self, cmd: str, args: Record | None = None, *, timeout: float | None = 600.0,
              on_event: Callable[[ProgressEvent], None] | None = None) -> Record | None:
         """Run ``cmd`` in the worker and return its result record (checked against
         ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
-        call; on expiry the worker is killed. A reply that is not what the protocol says is a
+        call; on expiry the worker is stopped. A reply that is not what the protocol says is a
         ``WorkerProtocolError`` and the worker is stopped (the next client starts a fresh one)."""
-        command = messages.COMMANDS[cmd]
+        from dashboard.messages import COMMANDS, WorkerRequest
+
+        command = COMMANDS[cmd]
         self._await_hello()
-        if self._proc is None:
+        proc = self._proc
+        if proc is None:
             raise WorkerError(f"the {self.label} is not running")
         self._next_id += 1
         req_id = self._next_id
         self._stderr.clear()  # a crash report should quote this request's output, not older noise
         request = WorkerRequest(req_id, cmd, (args if args is not None else command.args()).to_json())
         try:
-            self._proc.stdin.write(dumps(request) + "\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            proc.stdin.write((dumps(request) + "\n").encode())
+            proc.stdin.flush()
+        except (OSError, ValueError):  # the pipe broke, or another thread closed it
             raise self._crashed(cmd) from None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            message = self._next_message(remaining, cmd)
+            message = self._next_message(remaining, cmd, timeout)
             try:
                 done, result = self._read(message, req_id, command)
             except SchemaError as exc:
-                self._abandon()
+                self.close()
                 raise WorkerProtocolError(f"the {self.label} answered {cmd!r} with a malformed message "
                                           f"and was stopped: {exc}") from None
             if isinstance(result, BaseException):
@@ -177,9 +302,11 @@ class WorkerClient:
             if result is not None and on_event is not None:
                 on_event(result)
 
-    def _read(self, message: dict, req_id: int, command: messages.Command) -> tuple[bool, object]:
+    def _read(self, message: dict, req_id: int, command) -> tuple[bool, object]:
         """(True, result record or WorkerError) for this request's reply, (False, event or None)
         for progress and for lines of other requests; ``SchemaError`` for a malformed line."""
+        from dashboard.messages import WorkerProgress, WorkerReply, event_from_json
+
         if "event" in message:
             progress = load(WorkerProgress, message, "progress")
             return False, event_from_json(progress.event) if progress.id == req_id else None
@@ -196,19 +323,22 @@ class WorkerClient:
                    on_event: Callable[[ProgressEvent], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
+        from dashboard.messages import DigestArgs, ModelChunk, Upload, plain_file_name
+
         if not self.remote:
             return str(Path(path).resolve())
         known = self.call("has_model", DigestArgs(digest), timeout=60)
         if known.path:
             return known.path
         size = os.path.getsize(path)
+        name = plain_file_name(Path(path).name)
         offset = 0
         with open(path, "rb") as handle:
             while True:
                 data = handle.read(CHUNK)
                 final = offset + len(data) >= size
-                result = self.call("put_model", ModelChunk(digest, Path(path).name, offset,
-                                                           base64.b64encode(data).decode(), final), timeout=300)
+                chunk = ModelChunk(digest, name, offset, base64.b64encode(data).decode(), final)
+                result = self.call("put_model", chunk, timeout=300)
                 offset += len(data)
                 if on_event is not None:
                     on_event(Upload(offset, size))
@@ -216,80 +346,128 @@ class WorkerClient:
                     return result.path
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _pump_stdout(self) -> None:
-        """Protocol lines to the queue; anything else a native library printed is kept with
-        stderr for crash reports."""
-        proc = self._proc
-        for line in proc.stdout:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    message = json.loads(line)
-                except (ValueError, RecursionError):
-                    message = None
-                if isinstance(message, dict):
-                    self._lines.put(message)
-                    continue
-            if line:
-                self._stderr.append(line[:1000])
-        self._lines.put(None)
-
-    def _pump_stderr(self) -> None:
-        proc = self._proc
-        for line in proc.stderr:
-            self._stderr.append(line.rstrip())
-
-    def _next_message(self, timeout: float | None, what: str) -> dict:
+    def _next_message(self, remaining: float | None, what: str, timeout: float | None) -> dict:
+        """The next protocol message; ``timeout`` is the limit the caller set (what a timeout
+        message states), ``remaining`` what is left of it."""
         try:
-            message = self._lines.get(timeout=timeout)
+            message = self._lines.get(timeout=remaining)
         except queue.Empty:
-            proc = self._proc
-            self._proc = None
-            if proc is not None:
-                self._kill(proc)
-            raise WorkerTimeout(f"the {self.label} did not finish {what!r} within {timeout:.0f} s "
+            self.close()
+            raise WorkerTimeout(f"the {self.label} did not finish {what!r} within {timeout:g} s "
                                 "and was stopped") from None
         if message is None:
             raise self._crashed(what)
+        if isinstance(message, _LineTooLong):
+            from dashboard.messages import MAX_LINE
+
+            self.close()
+            raise WorkerProtocolError(f"the {self.label} wrote a line longer than the protocol's "
+                                      f"{MAX_LINE >> 20} MB limit during {what!r} and was stopped")
         return message
 
     def _crashed(self, what: str) -> WorkerCrashed:
-        proc = self._proc
-        self._proc = None
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if self._stopped is not None:
+            return WorkerCrashed(f"the {self.label} was stopped during {what!r}: {self._stopped}")
         code = None
         if proc is not None:
+            self._finalizer.detach()
             try:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._kill(proc)
-        if code is not None and code < 0:
-            try:
-                how = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        else:
-            how = f"exited with code {code}"
+                _stop(proc, 0)
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(timeout=2)  # its last words (ssh's reason, a traceback) are read first
         tail = next((line for line in reversed(self._stderr) if line.strip()), "")
         detail = f"; last output: {tail[-300:]}" if tail else ""
-        return WorkerCrashed(f"the {self.label} died during {what!r} ({how}){detail}")
+        return WorkerCrashed(f"the {self.label} died during {what!r} ({platform.describe_exit(code)}){detail}")
 
-    @staticmethod
-    def _kill(proc: subprocess.Popen) -> None:
+
+def _stop(proc: subprocess.Popen, grace: float) -> None:
+    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group."""
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+    if grace > 0:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    platform.kill_group(proc)
+
+
+def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:
+    """Protocol lines to the queue, each read whole but never more than ``MAX_LINE`` bytes of it;
+    anything else a native library printed is kept with stderr for crash reports. A line over the
+    cap ends the stream: the client stops the worker."""
+    from dashboard.messages import MAX_LINE
+
+    while True:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-        proc.wait()
+            raw = stream.readline(MAX_LINE + 1)
+        except (OSError, ValueError):
+            raw = b""
+        if not raw:
+            break
+        if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+            lines.put(_LineTooLong())
+            return
+        line = raw.strip()
+        if line.startswith(b"{"):
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                message = None
+            if isinstance(message, dict):
+                lines.put(message)
+                continue
+        if line:
+            noise.append(line[:1000].decode("utf-8", "replace"))
+    lines.put(None)
+
+
+def _pump_stderr(stream: IO[bytes], tail: deque) -> None:
+    while True:
+        try:
+            raw = stream.readline(64 << 10)
+        except (OSError, ValueError):
+            return
+        if not raw:
+            return
+        text = raw.decode("utf-8", "replace").rstrip()
+        if text:
+            tail.append(text[:1000])
 
 
 @contextlib.contextmanager
 def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
     """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
-    written by a local worker into a scratch folder that is removed when the block ends."""
-    with WorkerClient() as worker:
-        result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve())), timeout=timeout)
-    optimized = Path(result.path)
-    try:
-        yield optimized
-    finally:
-        shutil.rmtree(optimized.parent, ignore_errors=True)
+    written by a local worker into a scratch folder of this process, removed when the block ends
+    (also when the worker dies half-way)."""
+    from dashboard.messages import OrtViewArgs
+
+    with tempfile.TemporaryDirectory(prefix="qnn-lab-ortview-") as folder:
+        with WorkerClient() as worker:
+            result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve()), folder), timeout=timeout)
+        yield Path(result.path)
+
+
+_spare: WorkerClient | None = None
+
+
+def prespawn_local_worker() -> None:
+    """Start this machine's worker now, for the next local ``WorkerClient.spawn`` to adopt.
+
+    A command that will need a worker calls this before its own imports: the worker process
+    imports numpy, onnx and onnxruntime while this one imports the same libraries, instead of
+    after it (about a quarter of a second of a first ``partition`` run). A spare that nobody
+    adopts (the answer came from a cache) is stopped when this process exits."""
+    global _spare
+    if _spare is None:
+        _spare = WorkerClient().spawn()
+        atexit.register(_stop_spare)
+
+
+def _stop_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare.close(grace=0)

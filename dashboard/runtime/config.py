@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from dashboard.errors import UserError
 from dashboard.intake.shapes import check_dims
+from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import resolve_soc
 from dashboard.serde import Record
 
@@ -40,14 +41,16 @@ class SessionConfig(Record):
             raise UserError(f"unknown optimization level {self.optimization_level!r}; "
                             f"one of {', '.join(OPTIMIZATION_LEVELS)}")
         check_dims(self.dims)
+        qnn_options.check(self.provider_options)
 
     def replace(self, **changes) -> "SessionConfig":
         """A copy with ``changes`` (validated like any construction)."""
         return dataclasses.replace(self, **changes)
 
     def qnn_options(self) -> dict[str, str]:
-        """Provider options for the QNN EP (fp16 needs a soc_model, so the SoC is resolved here)."""
-        options: dict[str, str] = {"backend_type": self.backend}
+        """Provider options for the QNN EP (fp16 needs a soc_model, so the SoC is resolved here). A
+        ``backend_path`` given as an option replaces ``backend_type`` (the EP takes only one)."""
+        options: dict[str, str] = {} if "backend_path" in self.provider_options else {"backend_type": self.backend}
         soc = resolve_soc(self.soc) if self.soc else None
         if soc is not None:
             if soc.soc_model is not None:

@@ -33,14 +33,14 @@ import os
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from dashboard.errors import UserError
 from dashboard.messages import ProbeArgs
-from dashboard.runtime.client import WorkerClient, WorkerError
+from dashboard.runtime.client import WorkerClient, WorkerError, WorkerVersionError
 from dashboard.serde import Record
 
 LOCAL = "local"
@@ -128,7 +128,10 @@ class Device(Record):
     @classmethod
     def parse(cls, url: str, **overrides) -> "Device":
         """``local[?python=PATH]`` or ``ssh://[user@]host[:port][?key=value&...]`` with the keys of
-        ``QUERY_KEYS``; keyword ``overrides`` (the same names) win over the query."""
+        ``QUERY_KEYS``; keyword ``overrides`` (the same names) win over the query, except those left
+        empty (None, or the field's default: what a form sends for a field nobody filled in)."""
+        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(cls)}
+        overrides = {k: v for k, v in overrides.items() if v is not None and (k not in defaults or v != defaults[k])}
         text = (url or LOCAL).strip()
         if _CONTROL.search(text):
             raise UserError("device address contains a control character (newline, tab, NUL...)")
@@ -191,10 +194,13 @@ class Device(Record):
 
     def connect(self) -> WorkerClient:
         """A started worker on this device; an unreachable device is one ``UserError`` line."""
+        hint = None if self.is_local else f"reinstall it with `python -m dashboard device install {self.url}`"
         client = WorkerClient(self.argv(), label=f"worker on {self.label}", remote=self.host is not None,
-                              start_timeout=self.connect_timeout + 60)
+                              start_timeout=self.connect_timeout + 60, upgrade_hint=hint)
         try:
             return client.start()
+        except WorkerVersionError:
+            raise
         except WorkerError as exc:
             if self.is_local:
                 raise

@@ -11,10 +11,10 @@ a skel for the SoC's Hexagon architecture. The doctor looks at each and says whi
 It runs in the worker (command ``doctor``) on the host being diagnosed, and imports only the
 standard library: it must answer where onnxruntime itself cannot be loaded (too old a glibc, no
 wheel). Checks are portable: ``ctypes.util.find_library``, ``os.access``, ``platform.libc_ver``,
-``sys.version_info``; on Windows the registry (``winreg``, imported only there) names the
-processor. What the checks read is gathered in a ``Host`` first, so a test can describe another
-machine with real files (a fake ``/sys/devices/soc0``, a wheel folder without a skel) and run the
-same checks on it.
+``sys.version_info``; on Windows the registry names the processor (``platform.processor_name``,
+where the one-platform calls live). What the checks read is gathered in a ``Host`` first, so a
+test can describe another machine with real files (a fake ``/sys/devices/soc0``, a wheel folder
+without a skel) and run the same checks on it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from dashboard.messages import DoctorCheck, DoctorReport, NoArgs
+from dashboard.runtime.platform import processor_name
 from dashboard.runtime.socs import Soc, identify_soc
 
 MIN_PYTHON = (3, 11)  # every onnxruntime-qnn 2.7.0 wheel
@@ -40,7 +41,6 @@ FASTRPC_NODE = "/dev/fastrpc-cdsp"
 SOC0 = "/sys/devices/soc0"
 _SKEL = re.compile(r"^libQnnHtpV(\d+)Skel\.so$")
 _ARCH = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}
-_WINDOWS_CPU_KEY = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
 # Where the aarch64 libQnnGpu.so of onnxruntime-qnn 2.7.0 looks for OpenCL (the paths in its
 # strings): fixed places, not the loader's search, so the check looks exactly there.
 OPENCL_PATHS = tuple(Path(p) for p in (
@@ -74,7 +74,7 @@ def this_host() -> Host:
     return Host(system=system, machine=_ARCH.get(platform.machine().lower(), platform.machine().lower()),
                 python=tuple(sys.version_info[:3]), libc=platform.libc_ver(), env=dict(os.environ),
                 wheel_dir=wheel_dir, wheel_version=version,
-                processor_name=_windows_processor_name() if system == "Windows" else "")
+                processor_name=processor_name() if system == "Windows" else "")
 
 
 def _wheel() -> tuple[Path | None, str | None]:
@@ -88,18 +88,6 @@ def _wheel() -> tuple[Path | None, str | None]:
     except importlib.metadata.PackageNotFoundError:
         version = None
     return Path(list(spec.submodule_search_locations)[0]), version
-
-
-def _windows_processor_name() -> str:
-    try:
-        import winreg
-    except ImportError:
-        return platform.processor()
-    try:
-        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _WINDOWS_CPU_KEY) as key:
-            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0])
-    except OSError:
-        return platform.processor()
 
 
 # -- the checks -----------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ from dashboard.runtime.devices import Device
 WORKER_REQUIREMENTS = PROJECT_ROOT / "requirements-worker.txt"
 DEFAULT_VENV = "qnn-backend-lab/venv"  # relative paths are under the device user's home
 STAGING = ".install"  # inside the venv; removed after pip ran
+WHEEL_FILES = ("pyproject.toml", "README.md")  # what the build reads (tests/test_packaging.py copies the same)
+WHEEL_FOLDERS = ("dashboard", "samples")
 MIN_PYTHON = (3, 11)  # every onnxruntime-qnn wheel (the doctor checks the same)
 Progress = Callable[[str], None]
 
@@ -70,13 +72,16 @@ def check_venv_path(venv: str) -> str:
 
 # -- the wheel ------------------------------------------------------------------------------------------
 def build_wheel(out_dir: Path, progress: Progress = lambda line: None) -> Path:
-    """This project's wheel in ``out_dir``. While the project's ``pyproject.toml`` has no
-    ``[build-system]`` table it is not buildable as it stands, so the wheel is built from a minimal
-    temporary project holding the ``dashboard`` package (same name and version)."""
-    pyproject = (PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    """This project's wheel (``pip wheel --no-deps``) in ``out_dir``: the ``dashboard`` package as
+    ``pyproject.toml`` declares it, dependencies left to ``requirements-worker.txt``. Built from a
+    copy of the sources, so the checkout gets no ``build/`` or ``*.egg-info`` folder."""
+    progress(f"building the wheel of {PROJECT_ROOT}")
     with tempfile.TemporaryDirectory(prefix="qnn-lab-wheel-") as scratch:
-        source = PROJECT_ROOT if "[build-system]" in pyproject else _staged_project(Path(scratch), pyproject)
-        progress(f"building the wheel of {source}")
+        source = Path(scratch)
+        for name in WHEEL_FILES:
+            shutil.copy(PROJECT_ROOT / name, source / name)
+        for name in WHEEL_FOLDERS:
+            shutil.copytree(PROJECT_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
                                "--disable-pip-version-check", "-w", str(out_dir), str(source)],
                               capture_output=True, text=True, timeout=600)
@@ -86,18 +91,6 @@ def build_wheel(out_dir: Path, progress: Progress = lambda line: None) -> Path:
     if not wheels:
         raise UserError(f"pip wheel wrote no qnn_backend_lab wheel into {out_dir}")
     return wheels[-1]
-
-
-def _staged_project(root: Path, pyproject: str) -> Path:
-    version = re.search(r'^version\s*=\s*"([^"]+)"', pyproject, re.M)
-    shutil.copytree(PROJECT_ROOT / "dashboard", root / "dashboard",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (root / "pyproject.toml").write_text("\n".join([
-        "[build-system]", 'requires = ["setuptools>=61"]', 'build-backend = "setuptools.build_meta"', "",
-        "[project]", 'name = "qnn-backend-lab"', f'version = "{version.group(1) if version else "0.0.0"}"',
-        'requires-python = ">=3.10"', "", "[tool.setuptools.packages.find]", 'include = ["dashboard*"]', "",
-        "[tool.setuptools.package-data]", '"*" = ["*"]', ""]), encoding="utf-8")
-    return root
 
 
 def _bundle(wheel: Path, requirements: Path) -> bytes:

@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ import onnxruntime as ort
 
 from dashboard.errors import UserError, one_line
 from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.platform import open_twice, read_at
 
 QNN_EP = "QNNExecutionProvider"
 CPU_EP = "CPUExecutionProvider"
@@ -114,38 +114,39 @@ class _NativeLogCapture:
 
     fd 2 is process-wide, so two threads redirecting it independently (sessions built in parallel
     by the partition analysis) would restore each other's descriptors. Instead the first capture
-    redirects fd 2 into a temporary file, later ones join it, each reads the lines written while
-    it was open, and the last one restores fd 2 and passes the text through to the real stderr."""
+    points fd 2 at a temporary file, later ones join it, each reads the bytes written while it was
+    open (through a second descriptor of the file, so native writers' offset never moves), and the
+    last one restores fd 2 and passes the text through to the real stderr."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.users = 0
         self.saved: int | None = None
-        self.sink = None
+        self.writer: int | None = None
+        self.reader: int | None = None
 
     def enter(self) -> int:
         with self.lock:
             if self.users == 0:
                 sys.stderr.flush()
-                self.sink = tempfile.TemporaryFile()
+                self.writer, self.reader = open_twice()
                 self.saved = os.dup(2)
-                os.dup2(self.sink.fileno(), 2)
+                os.dup2(self.writer, 2)
             self.users += 1
-            return os.fstat(self.sink.fileno()).st_size
+            return os.fstat(self.writer).st_size
 
     def leave(self, start: int) -> str:
         with self.lock:
             sys.stderr.flush()
-            sink = self.sink
-            text = os.pread(sink.fileno(), os.fstat(sink.fileno()).st_size - start, start).decode("utf-8", "replace")
+            end = os.fstat(self.writer).st_size
+            text = read_at(self.reader, start, end - start).decode("utf-8", "replace")
             self.users -= 1
             if self.users == 0:
                 os.dup2(self.saved, 2)
-                os.close(self.saved)
-                sink.seek(0)
-                os.write(2, sink.read())
-                sink.close()
-                self.sink, self.saved = None, None
+                os.write(2, read_at(self.reader, 0, end))
+                for fd in (self.saved, self.writer, self.reader):
+                    os.close(fd)
+                self.saved = self.writer = self.reader = None
             return text
 
 
@@ -339,38 +340,51 @@ def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic"
 
 # -- HTP shared memory (seed 001) and device identity: used by the migration runner (issue 4) --------
 
-# Where the QNN EP's HTP shared-memory allocator lives: its factory declares the memory as
-# CreateMemoryInfo_V2("QnnHtpShared", OrtMemoryInfoDeviceType_CPU, vendor 0x5143 (Qualcomm), device 0,
-# OrtDeviceMemoryType_HOST_ACCESSIBLE) (onnxruntime-qnn, core/providers/qnn/qnn_provider_factory.cc),
-# and registers that allocator with a session only when enable_htp_shared_memory_allocator=1.
-_HOST_ACCESSIBLE = 5  # OrtDevice::MemType::HOST_ACCESSIBLE
-_QUALCOMM_VENDOR_ID = 0x5143
+# The QNN EP's HTP shared memory, as its factory describes it: CreateMemoryInfo_V2("QnnHtpShared",
+# OrtMemoryInfoDeviceType_CPU, vendor 0x5143 (Qualcomm), device 0, OrtDeviceMemoryType_HOST_ACCESSIBLE,
+# alignment 0, OrtDeviceAllocator) (onnxruntime-qnn, onnxruntime/core/providers/qnn/qnn_provider_factory.cc).
+# Used only where no EP device declares the memory itself; tests/test_runtime.py checks the two agree.
+HTP_SHARED_MEMORY = "QnnHtpShared"
+QUALCOMM_VENDOR_ID = 0x5143
 
 
-def shared_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
-    """The OrtDevice of the QNN HTP shared memory (CPU-visible, HOST_ACCESSIBLE, Qualcomm)."""
-    C = ort.capi.onnxruntime_pybind11_state
-    return C.OrtDevice(C.OrtDevice.cpu(), _HOST_ACCESSIBLE, _QUALCOMM_VENDOR_ID, 0)
+def shared_memory_info() -> ort.OrtMemoryInfo:
+    """The memory of the QNN HTP shared-memory allocator (CPU-visible, HOST_ACCESSIBLE): the one
+    a QNN EP device declares (``OrtEpDevice.memory_info``), for which ONNX Runtime keeps an
+    environment allocator; where no device declares it (no rpcmem, e.g. the x86_64 simulator) the
+    same description, so allocating in it fails with the runtime's own message."""
+    for device in register():
+        info = device.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+        if info is not None:
+            return info
+    return ort.OrtMemoryInfo.create_v2(HTP_SHARED_MEMORY, ort.OrtMemoryInfoDeviceType.CPU, QUALCOMM_VENDOR_ID, 0,
+                                       ort.OrtDeviceMemoryType.HOST_ACCESSIBLE, 0,
+                                       ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
 
 
-def cpu_memory_device() -> ort.capi.onnxruntime_pybind11_state.OrtDevice:
-    """Ordinary CPU memory: the copy path, and what tests bind when there is no rpcmem."""
-    C = ort.capi.onnxruntime_pybind11_state
-    return C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0, 0)
+@lru_cache(maxsize=1)
+def cpu_memory_info() -> ort.OrtMemoryInfo:
+    """Ordinary CPU memory (the copy path, and what tests bind where there is no rpcmem), with an
+    environment allocator registered for it once per process so ``BoundRunner`` can allocate."""
+    info = ort.OrtMemoryInfo.create_v2("Cpu", ort.OrtMemoryInfoDeviceType.CPU, 0, 0, ort.OrtDeviceMemoryType.DEFAULT,
+                                       0, ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+    ort.create_and_register_allocator(info, None)
+    return info
 
 
 class BoundRunner:
-    """Runs a session through IOBinding with inputs and outputs allocated once in ``device`` memory
-    by the session's own allocator (for ``shared_memory_device()`` that is the QNN EP's
-    HtpSharedMemoryAllocator, so the HTP reads and writes the buffers without a CPU copy).
+    """Runs a session through IOBinding with inputs and outputs allocated once in ``memory`` by
+    ONNX Runtime's environment allocator for it (for ``shared_memory_info()`` on a device that is
+    the QNN EP's HtpSharedMemoryAllocator, so the HTP reads and writes the buffers without a CPU
+    copy). Public API only: ``OrtValue.ortvalue_from_shape_and_type(..., memory_info=...)`` and
+    the IOBinding methods.
 
-    ``example`` fixes the input shapes and ``output_shapes`` the outputs' (the first plain run's).
-    Raises ``UserError`` with the runtime's message when the session has no allocator for
-    ``device`` (e.g. the allocator option was off, or no rpcmem on this host). One runner per
-    thread: a binding holds fixed buffers.
+    ``example`` fixes the input shapes and ``outputs`` the outputs' (the first plain run's).
+    Raises ``UserError`` with the runtime's message when there is no allocator for ``memory``
+    (no rpcmem on this host). One runner per thread: a binding holds fixed buffers.
     """
 
-    def __init__(self, session: ort.InferenceSession, device, example: dict[str, np.ndarray],
+    def __init__(self, session: ort.InferenceSession, memory: ort.OrtMemoryInfo, example: dict[str, np.ndarray],
                  outputs: list[np.ndarray]) -> None:
         self.session = session
         self.binding = session.io_binding()
@@ -378,21 +392,15 @@ class BoundRunner:
         self.outputs: list[ort.OrtValue] = []
         try:
             for name, array in example.items():
-                value = self._allocate(array.shape, array.dtype, device)
+                value = _allocate(array, memory)
                 self.binding.bind_ortvalue_input(name, value)
                 self.inputs[name] = value
             for meta, array in zip(session.get_outputs(), outputs):
-                value = self._allocate(array.shape, array.dtype, device)
+                value = _allocate(array, memory)
                 self.binding.bind_ortvalue_output(meta.name, value)
                 self.outputs.append(value)
         except Exception as exc:  # ORT raises plain RuntimeError/Fail for a missing allocator
             raise UserError(f"cannot bind inputs/outputs in that memory: {_short(str(exc).strip())}") from None
-
-    def _allocate(self, shape, dtype, device) -> ort.OrtValue:
-        # The public wrapper only builds default-memory devices; the session's allocator for a
-        # HOST_ACCESSIBLE device is reached through the binding's C session.
-        sess = self.session._sess
-        return ort.OrtValue(sess.create_ortvalue_from_shape_and_type(list(shape), dtype, device), session=sess)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Write ``feeds`` into the bound buffers, run, and read the bound outputs."""
@@ -400,6 +408,11 @@ class BoundRunner:
             self.inputs[name].update_inplace(np.ascontiguousarray(array))
         self.session.run_with_iobinding(self.binding)
         return [value.numpy() for value in self.outputs]
+
+
+def _allocate(like: np.ndarray, memory: ort.OrtMemoryInfo) -> ort.OrtValue:
+    """An uninitialised tensor shaped like ``like``, from the environment allocator for ``memory``."""
+    return ort.OrtValue.ortvalue_from_shape_and_type(list(like.shape), like.dtype.type, memory_info=memory)
 
 
 def soc_info() -> dict:

@@ -12,7 +12,14 @@ on stdin/stdout, in the records of ``dashboard.messages``:
 
 A request's arguments are checked against its command's record (``messages.COMMANDS``) before the
 handler runs, so a handler only ever sees well-formed, typed arguments. Native libraries print to
-fd 1 too, so the protocol gets a private duplicate of stdout and fd 1 is pointed at stderr.
+fd 1 too, so the protocol gets a private duplicate of stdout and fd 1 is pointed at stderr. No line
+is longer than ``messages.MAX_LINE`` in either direction.
+
+stdin closing means the client is gone (it died, was killed, or its SSH connection dropped: sshd
+then closes the remote command's stdin). Requests run on the main thread, where a native call can
+block for minutes, so stdin is read by a watchdog thread: at end of input it removes the scratch
+folders of the request in progress (``dashboard.runtime.scratch``) and ends the process at once
+(``os._exit``), without waiting for the compile to finish. Nobody would read its answer.
 
 Handlers are looked up lazily (``module:function``) so a worker only imports what it runs; each is
 ``handler(args: <record>, emit: Callable[[event record], None]) -> <result record>``.
@@ -23,20 +30,24 @@ from __future__ import annotations
 import base64
 import importlib
 import os
+import queue
 import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable, Iterator
 
-from dashboard import messages
+from dashboard import __version__, messages
 from dashboard.errors import UserError
-from dashboard.messages import (PROTOCOL_VERSION, BackendProbe, ChunkReceived, CrashArgs, DigestArgs, HostInfo,
-                                ModelChunk, ModelLocation, NoArgs, OrtViewArgs, ProbeArgs, ProbeResult, Probing,
-                                SharedMemoryProbe, WorkerHello, WorkerProgress, WorkerReply, WorkerRequest)
+from dashboard.messages import (MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, CrashArgs, DigestArgs,
+                                HostInfo, ModelChunk, ModelLocation, NoArgs, OrtViewArgs, ProbeArgs, ProbeResult,
+                                Probing, SharedMemoryProbe, WorkerHello, WorkerProgress, WorkerReply, WorkerRequest,
+                                check_file_name)
+from dashboard.runtime import platform, scratch
 from dashboard.serde import Record, SchemaError, dumps, load, loads
 
 Emit = Callable[[Record], None]
+EXIT_ORPHANED = 3  # the client went away while a request ran; the request was abandoned
 
 
 def model_store() -> Path:
@@ -68,13 +79,19 @@ def probe(args: ProbeArgs, emit: Emit) -> ProbeResult:
 
 def put_model(args: ModelChunk, emit: Emit) -> ChunkReceived:
     """Receive a model in base64 chunks. The file is written to a partial name and renamed once
-    the final chunk checks out (``ModelChunk`` has already checked the digest is hex)."""
-    name = Path(args.name).name or "model.onnx"
-    folder = model_store() / args.digest
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / (name + ".part")
+    the final chunk checks out (``ModelChunk`` has already checked the digest is hex and the name
+    a plain file name). Nothing planted in the store is written through: the digest folder must
+    be a real folder, and the partial file is opened without following a symlink."""
+    folder = _digest_folder(args.digest, create=True)
+    partial = folder / (args.name + ".part")
     data = base64.b64decode(args.data)
-    with open(partial, "r+b" if args.offset else "wb") as handle:
+    flags = os.O_WRONLY | os.O_CREAT | (0 if args.offset else os.O_TRUNC)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(partial, flags, 0o600)
+    except OSError as exc:
+        raise UserError(f"cannot write {partial.name} in the model store: {exc.strerror}") from None
+    with open(fd, "wb") as handle:
         handle.seek(args.offset)
         handle.write(data)
     if not args.final:
@@ -83,35 +100,56 @@ def put_model(args: ModelChunk, emit: Emit) -> ChunkReceived:
     if actual != args.digest:
         partial.unlink()
         raise UserError(f"model transfer corrupted (digest {actual} != {args.digest})")
-    target = folder / name
+    target = folder / args.name
     partial.replace(target)
     return ChunkReceived(path=str(target))
 
 
 def has_model(args: DigestArgs, emit: Emit) -> ModelLocation:
-    """The path of a model already on this host, by digest (``path`` is None if absent)."""
-    folder = model_store() / args.digest
-    found = [p for p in folder.glob("*") if not p.name.endswith(".part")] if folder.is_dir() else []
-    return ModelLocation(str(found[0]) if found else None)
+    """The path of a model already on this host, by digest (``path`` is None if absent). Only a
+    regular file directly in a real digest folder counts: a symlink planted in the store is not
+    followed, so the answer never names a file outside it."""
+    folder = _digest_folder(args.digest, create=False)
+    if folder is None:
+        return ModelLocation(None)
+    with os.scandir(folder) as entries:
+        found = sorted(e.path for e in entries if e.is_file(follow_symlinks=False) and _plain_name(e.name))
+    return ModelLocation(found[0] if found else None)
+
+
+def _digest_folder(digest: str, create: bool) -> Path | None:
+    folder = model_store() / digest
+    if folder.is_symlink():
+        raise UserError(f"the model store entry {digest} is a symlink; refusing to use it")
+    if create:
+        folder.mkdir(exist_ok=True)
+    return folder if folder.is_dir() else None
+
+
+def _plain_name(name: str) -> bool:
+    try:
+        check_file_name(name)
+    except SchemaError:
+        return False
+    return True
 
 
 def ort_view(args: OrtViewArgs, emit: Emit) -> ModelLocation:
-    """Write the graph as ONNX Runtime hands it to EPs (after level-1 optimizations) into a
-    temporary folder of the worker's, and return its path (the caller removes the folder)."""
-    import tempfile
-
+    """Write the graph as ONNX Runtime hands it to EPs (after level-1 optimizations) into the
+    client's folder ``args.out_dir`` and return its path (the client removes the folder, also when
+    this worker dies half-way)."""
     from dashboard.runtime.qnn import optimized_model
 
-    out_dir = Path(tempfile.mkdtemp(prefix="qnn-lab-ortview-"))
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UserError(f"ort_view: {args.out_dir} is not a folder on this host")
     return ModelLocation(optimized_model(args.path, str(out_dir / "ort_view.onnx"), args.level))
 
 
 def crash(args: Record, emit: Emit) -> None:
     """Die the way a native crash does (tests of the crash path use this, also in place of
     another command's handler, so ``args`` may be any record)."""
-    import signal
-
-    os.kill(os.getpid(), getattr(signal, getattr(args, "signal", CrashArgs.signal)))
+    platform.die(getattr(args, "signal", CrashArgs.signal))
 
 
 def _digest_of(path: Path) -> str:
@@ -154,34 +192,127 @@ def _answer(request: WorkerRequest, send: Callable[[Record], None]) -> WorkerRep
         return WorkerReply(request.id, False, error=f"{type(exc).__name__}: {exc}", kind="internal")
 
 
-def serve(stdin=None, out=None) -> None:
+class _Inbox:
+    """Request lines from stdin, read on a watchdog thread (see the module docstring): iterating
+    yields each line while the client is there; at end of input an idle worker's iteration ends,
+    a busy worker exits at once."""
+
+    def __init__(self, stdin: BinaryIO) -> None:
+        self._lines: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._busy = False
+        self._closed = False
+        threading.Thread(target=self._read, args=(stdin,), daemon=True, name="stdin-watchdog").start()
+
+    def _read(self, stdin: BinaryIO) -> None:
+        while True:
+            try:
+                line = stdin.readline(MAX_LINE + 1)
+            except (OSError, ValueError):
+                line = b""
+            if not line:
+                break
+            if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                if not _skip_rest(stdin):
+                    break
+                line = _TOO_LONG
+            self._lines.put(line)
+        with self._lock:
+            self._closed = True
+            if self._busy:
+                _exit_orphaned("the client closed the connection")
+        self._lines.put(None)
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        """Lines, ``None`` standing for one that was too long."""
+        while True:
+            line = self._lines.get()
+            with self._lock:
+                if line is None or self._closed:
+                    return
+                self._busy = True
+            try:
+                yield None if line is _TOO_LONG else line
+            finally:
+                self.idle()
+
+    def idle(self) -> None:
+        """The request is answered (its reply is about to be written): a client that closes the
+        connection from now on is leaving, not abandoning work."""
+        with self._lock:
+            self._busy = False
+
+
+_TOO_LONG = object()
+
+
+def _skip_rest(stdin: BinaryIO) -> bool:
+    """Discard the rest of an over-long line; False if input ended first."""
+    while True:
+        chunk = stdin.readline(MAX_LINE + 1)
+        if not chunk or chunk.endswith(b"\n"):
+            return bool(chunk)
+
+
+def _exit_orphaned(why: str) -> None:
+    """Remove the running request's scratch folders and end the process now."""
+    scratch.remove_all()
+    try:
+        os.write(2, f"worker {os.getpid()}: {why}; abandoning the request in progress\n".encode())
+    finally:
+        os._exit(EXIT_ORPHANED)
+
+
+class _Writer:
+    """The protocol's stdout: one record per line, whole lines only (handlers emit from several
+    threads), none longer than ``MAX_LINE``."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+
+    def send(self, record: Record | dict) -> None:
+        line = dumps(record).encode()
+        if len(line) >= MAX_LINE:
+            if not isinstance(record, WorkerReply):
+                return  # a progress event that large is a bug; dropping it keeps the stream valid
+            line = dumps(WorkerReply(record.id, False, kind="internal", error=(
+                f"the result is {len(line):,} bytes, over the protocol's line limit of {MAX_LINE:,} bytes"
+            ))).encode()
+        try:
+            with self.lock:
+                self.out.write(line + b"\n")
+                self.out.flush()
+        except (BrokenPipeError, OSError):
+            _exit_orphaned("the client stopped reading")
+
+
+def serve(stdin: BinaryIO | None = None, out: BinaryIO | None = None) -> None:
     """Answer requests until stdin closes."""
-    stdin = stdin or sys.stdin
+    stdin = stdin or sys.stdin.buffer
     if out is None:
-        out = os.fdopen(os.dup(1), "w", buffering=1)
+        out = os.fdopen(os.dup(1), "wb")
         os.dup2(2, 1)  # native prints go to stderr, never into the protocol
         sys.stdout = sys.stderr
-    lock = threading.Lock()  # handlers emit from several threads
-
-    def send(record: Record) -> None:
-        with lock:
-            out.write(dumps(record) + "\n")
-            out.flush()
-
-    with lock:
-        out.write(dumps({"hello": WorkerHello(PROTOCOL_VERSION, os.getpid())}) + "\n")
-        out.flush()
+    writer = _Writer(out)
+    writer.send({"hello": WorkerHello(PROTOCOL_VERSION, os.getpid(), __version__)})
     threading.Thread(target=_preload_runtime, daemon=True).start()
-    for line in stdin:
+    inbox = _Inbox(stdin)
+    for line in inbox:
+        if line is None:
+            writer.send(WorkerReply(None, False, error=f"bad request: longer than {MAX_LINE >> 20} MB", kind="user"))
+            continue
         line = line.strip()
         if not line:
             continue
         try:
             request = loads(WorkerRequest, line, "request")
         except SchemaError as exc:
-            send(WorkerReply(None, False, error=f"bad request: {exc}", kind="user"))
+            writer.send(WorkerReply(None, False, error=f"bad request: {exc}", kind="user"))
             continue
-        send(_answer(request, send))
+        reply = _answer(request, writer.send)
+        inbox.idle()
+        writer.send(reply)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,13 @@ stays on the fast session and ``failure`` holds the runtime's reason. Unlike the
 not limited to the nodes both backends support: each session partitions the model for itself.
 
 This runs in the caller's process. The dashboard itself never does that (a native crash would take
-it down); it runs the same logic in a worker, see ``dashboard.timeline.runner``.
+it down); it runs the same ``dashboard.timeline.migration.Migration`` in a worker, see
+``dashboard.timeline.runner``.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -34,136 +33,83 @@ import numpy as np
 from dashboard.classify.ep_rules import classify_ep
 from dashboard.classify.refined import classify_refined
 from dashboard.classify.verdicts import Classification
-from dashboard.errors import UserError, one_line
+from dashboard.errors import UserError
 from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import resolve_dims
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn import SessionHandle, create_session, random_inputs
-from dashboard.timeline.switch import SessionSwitch
-
-
-@dataclass(frozen=True)
-class MigrationEvent:
-    """Seconds since the session was opened, the kind (``session_create_start`` …
-    ``migration_failed``, as in the timeline) and the backend it concerns."""
-
-    t: float
-    kind: str
-    backend: str
-    detail: str | None = None
+from dashboard.timeline.migration import EventLog, Migration, open_slot
+from dashboard.timeline.model import Event
 
 
 class HotMigrationSession:
     """Serve on ``fast`` at once, migrate to ``target`` when it is warm (see the module docstring).
 
-    ``policy="if_faster"`` keeps the fast session when the warmed target is not faster than the
-    fast session's measured latency on the same warm-up inputs.
+    The sequence and the policies are ``dashboard.timeline.migration.Migration``'s, the ones the
+    dashboard's timeline runs: ``policy="if_faster"`` swaps only if the warmed target's median
+    latency beats the fast session's, both measured on the same warm-up inputs (``warmup_feeds``,
+    default one random input set) at the same moment. ``events`` are ``timeline.model.Event``
+    records with the timeline's kinds, ``t`` in seconds since the session was opened.
     """
 
     def __init__(self, model: str, fast: SessionConfig, target: SessionConfig, *,
                  warmup_feeds: list[dict[str, np.ndarray]] | None = None, warmup_runs: int = 3,
-                 policy: str = "always", on_event: Callable[[MigrationEvent], None] | None = None) -> None:
-        if policy not in ("always", "if_faster"):
-            raise UserError(f"unknown migration policy {policy!r}; use 'always' or 'if_faster'")
+                 policy: str = "always", on_event: Callable[[Event], None] | None = None) -> None:
         self.model = model
-        self.policy = policy
-        self.events: list[MigrationEvent] = []
-        self.failure: str | None = None
-        self.migrated = threading.Event()
-        self._on_event = on_event
-        self._warmup_feeds = warmup_feeds
-        self._warmup_runs = max(warmup_runs, 1)
-        self._t0 = time.perf_counter()
-        self._switch: SessionSwitch[SessionHandle] = SessionSwitch()
-        self._switch.swap(self._open(fast))
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._migrate, args=(target,), daemon=True)
+        self._log = EventLog(on_event)
+        self.events: list[Event] = self._log.events
+        self._migration = Migration(self._log, policy=policy, feeds=warmup_feeds, warmup_runs=warmup_runs)
+        self._switch = self._migration.switch
+        first = open_slot(self._log, model, fast, "fast session")
+        if not warmup_feeds:
+            self._migration.feeds = [random_inputs(first.handle.session, {**target.dims, **fast.dims})]
+        self._migration.serve(first)
+        self._thread = threading.Thread(target=self._migration.run, daemon=True,
+                                        args=(target.backend, lambda: open_slot(self._log, model, target,
+                                                                                "target session")))
         self._thread.start()
 
     # -- serving -----------------------------------------------------------------------------
     def run(self, output_names, feeds: dict[str, np.ndarray], run_options=None) -> list:
         """``InferenceSession.run`` on whichever session is current when the call starts."""
-        handle = None if self._switch.closed else self._switch.acquire()
-        if handle is None:
+        slot = None if self._switch.closed else self._switch.acquire()
+        if slot is None:
             raise UserError("this HotMigrationSession is closed")
         try:
-            return handle.session.run(output_names, feeds, run_options)
+            return slot.handle.session.run(output_names, feeds, run_options)
         finally:
-            self._switch.release(handle)
+            self._switch.release(slot)
 
     @property
     def backend(self) -> str:
         """The backend that answers the next call."""
-        return self._switch.current.config.backend
+        return self._switch.current.backend
+
+    @property
+    def migrated(self) -> threading.Event:
+        """Set once the target serves."""
+        return self._migration.migrated
+
+    @property
+    def failure(self) -> str | None:
+        """Why the target did not take over (the runtime's reason), if it failed."""
+        return self._migration.failure
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the migration has swapped or failed; True if it swapped."""
-        self._done.wait(timeout)
+        """Block until the migration has swapped, skipped or failed; True if it swapped."""
+        self._migration.done.wait(timeout)
         return self.migrated.is_set()
 
     def close(self) -> None:
         """Refuse new calls, wait for the migration thread, and let the sessions go."""
         self._switch.close("closed")
-        self._done.wait()
+        self._migration.done.wait()
 
     def __enter__(self) -> "HotMigrationSession":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # -- migration -----------------------------------------------------------------------------
-    def _event(self, kind: str, backend: str, detail: str | None = None) -> None:
-        event = MigrationEvent(round(time.perf_counter() - self._t0, 6), kind, backend, detail)
-        self.events.append(event)
-        if self._on_event is not None:
-            self._on_event(event)
-
-    def _open(self, config: SessionConfig) -> SessionHandle:
-        self._event("session_create_start", config.backend)
-        handle = create_session(self.model, config, require_qnn=True)
-        self._event("session_create_end", config.backend, f"{handle.create_s:.3f} s")
-        return handle
-
-    def _warm(self, handle: SessionHandle) -> float:
-        """Median latency of the warm-up runs after the first (the first is always slow)."""
-        feeds = self._warmup_feeds or [random_inputs(handle.session, handle.config.dims)]
-        self._event("warmup_start", handle.config.backend)
-        times = []
-        for i in range(self._warmup_runs):
-            start = time.perf_counter()
-            handle.session.run(None, feeds[i % len(feeds)])
-            times.append(time.perf_counter() - start)
-        warmed = float(np.median(times[1:] or times))
-        self._event("warmup_end", handle.config.backend, f"warmed {warmed * 1e3:.2f} ms")
-        return warmed
-
-    def _migrate(self, target_config: SessionConfig) -> None:
-        try:
-            target = self._open(target_config)
-            target_latency = self._warm(target)
-            if self.policy == "if_faster":
-                fast_latency = self._warm(self._switch.current)
-                if target_latency >= fast_latency:
-                    self._event("migration_skipped", target_config.backend,
-                                f"warmed {target_latency * 1e3:.2f} ms >= fast {fast_latency * 1e3:.2f} ms")
-                    return
-            if self._switch.closed:
-                return
-
-            def announce(old: SessionHandle) -> None:
-                self._event("swap", target.config.backend, f"{old.config.backend} -> {target.config.backend}")
-                self.migrated.set()
-
-            old = self._switch.swap(target, announce)
-            waiting = self._switch.drain(old)
-            self._event("drain_end", old.config.backend, f"{waiting} call(s) in flight at the swap finished")
-            self._event("session_released", old.config.backend)
-        except Exception as exc:  # any target failure leaves the fast session serving
-            self.failure = one_line(exc)
-            self._event("migration_failed", target_config.backend, self.failure)
-        finally:
-            self._done.set()
 
 
 def auto_session(model: str, *, dims: dict[str, int] | None = None, classifier: str = "ep",

@@ -23,6 +23,7 @@ from typing import ClassVar, Iterable
 
 from dashboard.errors import UserError
 from dashboard.intake.shapes import check_dims
+from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import soc_for
 from dashboard.serde import Record
 
@@ -75,7 +76,7 @@ class TimelineOptions(Record):
     requests: int = 40
     rate: float = 20.0  # requests per second, open loop: arrivals do not wait for answers
     concurrency: int = 2  # requests served at once (so a swap has in-flight requests to drain)
-    policy: str = "always"  # "if_faster": swap only if the warmed target beats the fast backend
+    policy: str = "always"  # "if_faster": see dashboard.timeline.migration (one meaning for the API and the runner)
     warmup_runs: int = 3
     shared_memory: bool = False
     inputs: str | None = None  # .npz with one array per model input, on the worker's host
@@ -105,6 +106,7 @@ class TimelineOptions(Record):
         if not isinstance(self.warmup_runs, int) or not 1 <= self.warmup_runs <= 100:
             raise UserError(f"warm-up runs must be between 1 and 100, got {self.warmup_runs!r}")
         check_dims(self.dims)
+        qnn_options.check(self.provider_options)
         self.soc = soc_for(self.soc, self.fp16)
         if self.atol < 0 or self.rtol < 0:
             raise UserError("output tolerances must not be negative")

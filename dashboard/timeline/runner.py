@@ -7,7 +7,8 @@ session is created and warmed on a background thread. Once warm it is swapped in
 next request dispatched goes to it), requests in flight on the old session drain, and the old
 session is released. If the target fails (finalize error, a backend that does not initialize, a
 warm-up failure) serving simply continues on the fast session and the failure is an event carrying
-the runtime's own message.
+the runtime's own message. That sequence is ``dashboard.timeline.migration.Migration``, the same
+one ``HotMigrationSession`` runs in your own process; this module adds the workload around it.
 
 The same workload (an open-loop arrival schedule: request *i* arrives at *i / rate* whether or
 not earlier ones were answered) is served by each strategy in turn, so they compare on equal
@@ -22,14 +23,10 @@ as it happens, so the page's chart grows while the run is going.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
 import queue
-import shutil
-import statistics
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,11 +40,12 @@ from dashboard.intake.reader import file_digest, load_model
 from dashboard.intake.shapes import resolve_dims
 from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
                                 TimelineRequest)
+from dashboard.runtime import scratch
 from dashboard.runtime.config import SessionConfig
-from dashboard.runtime.qnn import (QNN_EP, BoundRunner, SessionHandle, create_session, probe_backend, random_inputs,
-                                   register, shared_memory_device, shared_memory_status, soc_info, versions)
-from dashboard.timeline.model import Event, Request, StrategyRun, TimelineOptions, TimelineRun
-from dashboard.timeline.switch import SessionSwitch
+from dashboard.runtime.qnn import (SessionHandle, create_session, probe_backend, random_inputs, register,
+                                   shared_memory_info, shared_memory_status, soc_info, versions)
+from dashboard.timeline.migration import EventLog, Migration, SessionFailed, Slot, median_latency, open_slot, warm
+from dashboard.timeline.model import Request, StrategyRun, TimelineOptions, TimelineRun
 
 Emit = Callable[[ProgressEvent], None]
 
@@ -55,6 +53,7 @@ BACKEND_LABELS = {"cpu": "CPU EP", "gpu": "QNN GPU", "htp": "QNN HTP"}
 NO_GPU_LABEL = "CPU EP (no QNN GPU on this host)"
 INPUT_POOL = 4  # distinct input sets, cycled by request id, so outputs can be compared per input
 SHARED_MEMORY_RUNS = 10
+SCRATCH_PREFIX = "qnn-lab-timeline-"  # + worker pid + "-": see runtime.scratch
 FIRST_ANSWER_WAIT_S = 10.0  # the target's compile waits at most this long for the fast session's first answer
 
 
@@ -62,8 +61,9 @@ def run_worker(args: TimelineArgs, emit: Emit) -> TimelineRun:
     """Worker entry: the model (a path on this host) and the options."""
     if not args.model or not Path(args.model).is_file():
         raise UserError(f"model not found on the device: {args.model or '(none given)'}")
-    with tempfile.TemporaryDirectory(prefix="qnn-lab-timeline-") as scratch:
-        return Runner(args.model, args.options, emit, Path(scratch)).run()
+    scratch.sweep(SCRATCH_PREFIX)
+    with scratch.folder(SCRATCH_PREFIX) as folder:
+        return Runner(args.model, args.options, emit, folder).run()
 
 
 def context_store() -> Path:
@@ -75,78 +75,38 @@ def context_store() -> Path:
     return root
 
 
-class SessionFailed(Exception):
-    """A session could not be created or warmed; the message is the runtime's reason."""
-
-
-class Recorder:
+class Recorder(EventLog):
     """One strategy's clock, events and requests; every record is also streamed to the caller.
-    A single lock serialises emission, since the protocol's writer is shared by all threads."""
+    One lock serialises emission, since the protocol's writer is shared by all threads."""
 
     def __init__(self, strategy: str, emit: Emit, lock: threading.Lock, expected: int) -> None:
+        super().__init__(lambda event: emit(TimelineEvent(strategy, event)), lock)
         self.strategy = strategy
         self._emit = emit
-        self._lock = lock
-        self.run = StrategyRun(name=strategy, backends={}, expected_requests=expected)
-        self.t0 = time.perf_counter()
-
-    def now(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def event(self, kind: str, backend: str, detail: str | None = None, t: float | None = None) -> Event:
-        event = Event(round(self.now() if t is None else max(t, 0.0), 6), kind, backend, detail)
-        with self._lock:
-            self.run.events.append(event)
-            self._emit(TimelineEvent(self.strategy, event))
-        return event
+        self.run = StrategyRun(name=strategy, backends={}, events=self.events, expected_requests=expected)
 
     def request(self, request: Request) -> None:
-        with self._lock:
+        with self.lock:
             self.run.requests.append(request)
             self._emit(TimelineRequest(self.strategy, request))
 
 
-class Slot:
-    """A session that serves requests, with its in-flight count (what a swap waits for)."""
-
-    def __init__(self, backend: str, handle: SessionHandle, bind_device=None,
-                 output_example: list[np.ndarray] | None = None) -> None:
-        self.backend = backend
-        self.handle: SessionHandle | None = handle
-        self.bind_device = bind_device  # IOBinding memory (HTP shared memory), None = plain run
-        self.output_example = output_example or []
-        self.warm_latency: float | None = None
-        self._runners: dict[int, BoundRunner] = {}
-
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        session = self.handle.session
-        if self.bind_device is None:
-            return session.run(None, feeds)
-        thread = threading.get_ident()
-        runner = self._runners.get(thread)
-        if runner is None:
-            runner = self._runners[thread] = BoundRunner(session, self.bind_device, feeds, self.output_example)
-        return runner.run(feeds)
-
-    def release(self) -> None:
-        self._runners.clear()
-        self.handle = None
-
-
 class Server:
-    """Serves the open-loop workload on whichever slot is current.
+    """Serves the open-loop workload on whichever slot its ``Migration`` has current.
 
     A dispatcher thread releases request *i* at its arrival time into a queue; ``concurrency``
-    server threads take requests and run them on the current slot of a ``SessionSwitch``, so each
-    request runs on exactly one session and a swap is atomic for dispatch. Requests arriving before
-    any session exists wait; if no session will ever come (``close``) they fail with the reason.
+    server threads take requests and run them on the current slot of the migration's
+    ``SessionSwitch``, so each request runs on exactly one session and a swap is atomic for
+    dispatch. Requests arriving before any session exists wait; if no session will ever come
+    (``switch.close``) they fail with the reason.
     """
 
     def __init__(self, rec: Recorder, options: TimelineOptions, inputs: list[dict[str, np.ndarray]]) -> None:
         self.rec = rec
         self.options = options
         self.inputs = inputs
-        self.switch: SessionSwitch[Slot] = SessionSwitch()
+        self.migration = Migration(rec, policy=options.policy, feeds=inputs, warmup_runs=options.warmup_runs)
+        self.switch = self.migration.switch
         self.outputs: dict[tuple[str, int], list[np.ndarray]] = {}
         self.first_answer = threading.Event()
         self._queue: queue.Queue = queue.Queue()
@@ -161,20 +121,6 @@ class Server:
     @property
     def current(self) -> Slot | None:
         return self.switch.current
-
-    def install(self, slot: Slot) -> None:
-        self.switch.swap(slot, lambda old: self.rec.event("serve_start", slot.backend))
-
-    def swap(self, slot: Slot, detail: str) -> Slot | None:
-        return self.switch.swap(slot, lambda old: self.rec.event("swap", slot.backend, detail))
-
-    def drain(self, old: Slot) -> None:
-        waiting = self.switch.drain(old)
-        self.rec.event("drain_end", old.backend, f"{waiting} request(s) in flight at the swap finished")
-
-    def close(self, reason: str) -> None:
-        """No session will serve: waiting and future requests fail with ``reason``."""
-        self.switch.close(reason)
 
     def join(self) -> None:
         for thread in self._threads:
@@ -305,11 +251,11 @@ class Runner:
     # -- strategies ------------------------------------------------------------------------------
     def _strategy_fast(self) -> StrategyRun:
         return self._single(self._recorder("fast", {"fast": self.fast["backend"]}), self.fast["backend"],
-                            self.model, warm=False)
+                            self.model, warm_up=False)
 
     def _strategy_target(self) -> StrategyRun:
         target = self.options.target
-        return self._single(self._recorder("target", {"target": target}), target, self.model, warm=True)
+        return self._single(self._recorder("target", {"target": target}), target, self.model, warm_up=True)
 
     def _strategy_cached(self) -> StrategyRun:
         self._status("building / finding the EPContext model")
@@ -325,7 +271,7 @@ class Runner:
         rec = self._recorder("cached", {"target": target})
         rec.run.notes.append(note)
         rec.event("context_build", target, note)
-        return self._single(rec, target, str(context), warm=True, expect_context=True)
+        return self._single(rec, target, str(context), warm_up=True, expect_context=True)
 
     def _strategy_auto(self) -> StrategyRun:
         rec = self._recorder("auto", {})
@@ -336,58 +282,35 @@ class Runner:
             detail += f"; served by the {self.fast['label']}"
         rec.run.backends = {"auto": backend}
         rec.event("auto_choice", backend, detail)
-        return self._single(rec, backend, self.model, warm=backend == self.options.target)
+        return self._single(rec, backend, self.model, warm_up=backend == self.options.target)
 
     def _strategy_migrate(self) -> StrategyRun:
         fast_backend, target = self.fast["backend"], self.options.target
         rec = self._recorder("migrate", {"fast": fast_backend, "target": target})
         server = Server(rec, self.options, self.inputs).start()
-        fast = self._open(rec, fast_backend, self.model, "fast")
-        if fast is not None:
-            server.install(fast)
-        background = threading.Thread(target=self._migrate_in_background, args=(rec, server, fast), daemon=True)
+        migration = server.migration
+        try:
+            migration.serve(self._open(rec, fast_backend, self.model, "fast"))
+        except SessionFailed:
+            pass  # recorded as session_failed; the target may still serve
+        background = threading.Thread(target=self._migrate_in_background, args=(rec, server), daemon=True)
         background.start()
         server.join()
         background.join()
-        current = server.current
-        if current is not None:
-            self._release(rec, current)
+        if server.current is not None:
+            migration.release(server.current)
         self._check_outputs(rec.run, server, swap=(fast_backend, target))
         return rec.run
 
-    def _migrate_in_background(self, rec: Recorder, server: Server, fast: Slot | None) -> None:
-        """Create and warm the target; swap it in, drain and release the fast session. On any
-        failure serving stays on the fast session and the reason is a ``migration_failed`` event.
-
-        Compiling for the HTP is CPU work (on a device too: QNN prepares the graph on the CPU), so
-        it starts once the fast session has given its first answer: the time to first response,
-        which is what migration is for, never shares the cores with the compile."""
-        target_backend = self.options.target
-        if fast is not None:
+    def _migrate_in_background(self, rec: Recorder, server: Server) -> None:
+        """The migration (``Migration.run``) to the target. Compiling for the HTP is CPU work (on
+        a device too: QNN prepares the graph on the CPU), so it starts once the fast session has
+        given its first answer: the time to first response, which is what migration is for,
+        never shares the cores with the compile."""
+        if server.current is not None:
             server.first_answer.wait(FIRST_ANSWER_WAIT_S)
-        try:
-            target = self._open(rec, target_backend, self.model, "target", raise_failure=True)
-            self._warm(rec, target)
-        except SessionFailed as exc:
-            rec.event("migration_failed", target_backend,
-                      f"{exc} — still serving on {fast.backend}" if fast else str(exc))
-            if fast is None:
-                server.close(f"no session: fast failed and {exc}")
-            return
-        if fast is None:  # nothing was serving: the target simply starts
-            server.install(target)
-            return
-        if self.options.policy == "if_faster":
-            fast_p50 = _served_p50(rec, fast.backend)
-            if fast_p50 is not None and target.warm_latency >= fast_p50:
-                rec.event("migration_skipped", target_backend,
-                          f"policy if_faster: warmed {target_backend} {_ms(target.warm_latency)} ≥ "
-                          f"{fast.backend} p50 {_ms(fast_p50)}; staying on {fast.backend}")
-                self._release(rec, target)
-                return
-        old = server.swap(target, f"{fast.backend} → {target_backend} (warmed {_ms(target.warm_latency)})")
-        server.drain(old)
-        self._release(rec, old)
+        target = self.options.target
+        server.migration.run(target, lambda: self._open(rec, target, self.model, "target"))
 
     # -- building blocks -----------------------------------------------------------------------------
     def _recorder(self, name: str, backends: dict[str, str]) -> Recorder:
@@ -397,27 +320,27 @@ class Runner:
             self._emit(StrategyStart(name, backends))
         return rec
 
-    def _single(self, rec: Recorder, backend: str, model: str, *, warm: bool,
+    def _single(self, rec: Recorder, backend: str, model: str, *, warm_up: bool,
                 expect_context: bool = False) -> StrategyRun:
         """Serve the whole workload on one session (created, optionally warmed, then serving)."""
         server = Server(rec, self.options, self.inputs).start()
+        slot = None
         try:
-            slot = self._open(rec, backend, model, rec.strategy, raise_failure=True, expect_context=expect_context)
-            if warm:
-                self._warm(rec, slot)
-            server.install(slot)
+            slot = self._open(rec, backend, model, rec.strategy, expect_context=expect_context)
+            if warm_up:
+                warm(rec, slot, self.inputs, self.options.warmup_runs)
+            server.migration.serve(slot)
         except SessionFailed as exc:
-            slot = None
-            server.close(str(exc))
+            server.switch.close(str(exc))
         server.join()
         if slot is not None:
-            self._release(rec, slot)
+            server.migration.release(slot)
         self._check_outputs(rec.run, server)
         return rec.run
 
     def _serve_nothing(self, rec: Recorder, reason: str) -> StrategyRun:
         server = Server(rec, self.options, self.inputs).start()
-        server.close(reason)
+        server.switch.close(reason)
         server.join()
         return rec.run
 
@@ -439,74 +362,13 @@ class Runner:
                                provider_options=provider)
         return config, profile
 
-    def _open(self, rec: Recorder, backend: str, model: str, role: str, *, raise_failure: bool = False,
-              expect_context: bool = False) -> Slot | None:
-        """Create a session and check QNN really holds it (a QNN session whose backend failed
-        to set up silently runs on the CPU EP; that is a failure here, with QNN's message)."""
+    def _open(self, rec: Recorder, backend: str, model: str, role: str, *, expect_context: bool = False) -> Slot:
+        """``migration.open_slot`` with this run's options for ``backend``; the target binds its
+        calls in HTP shared memory when that was asked for and is available."""
         config, profile = self._config(backend)
-        rec.event("session_create_start", backend, f"{role} session on {self._label(backend)}")
-        try:
-            handle = create_session(model, config, require_qnn=True)
-            end = rec.now()
-            detail = self._check_claimed(handle, backend, expect_context)
-        except (UserError, SessionFailed) as exc:
-            rec.event("session_failed", backend, str(exc))
-            if raise_failure:
-                raise SessionFailed(str(exc)) from None
-            return None
-        finalize = _finalize_seconds(profile)
-        if finalize is not None:
-            rec.event("finalize_start", backend, f"QNN (finalize) time {_ms(finalize)}, from QNN profiling",
-                      t=end - finalize)
-        rec.event("session_create_end", backend, detail, t=end)
-        if expect_context:
-            rec.event("context_loaded", backend, detail)
-        bind = None
-        if self.shared.get("available") and backend == self.options.target:
-            bind = shared_memory_device()
-        return Slot(backend, handle, bind, self.reference[0])
-
-    def _check_claimed(self, handle: SessionHandle, backend: str, expect_context: bool) -> str:
-        if backend == "cpu":
-            return "all nodes on the CPU EP"
-        assigned = handle.assigned_nodes()  # create_session(require_qnn=True) made sure QNN claimed some
-        claimed = assigned[QNN_EP]
-        others = sum(len(nodes) for ep, nodes in assigned.items() if ep != QNN_EP)
-        if expect_context:
-            contexts = [name for name, op in claimed if op == "EPContext"]
-            if not contexts:
-                raise SessionFailed("the cached model loaded, but QNN holds no EPContext node: it was recompiled")
-            return f"EPContext node(s) {', '.join(contexts)} loaded by {QNN_EP}; {others} node(s) on the CPU EP"
-        return f"{len(claimed)} node(s) on QNN {backend}, {others} on the CPU EP"
-
-    def _warm(self, rec: Recorder, slot: Slot) -> None:
-        """Run the input sets ``warmup_runs`` times before serving (the simulator's and a real
-        HTP's first inference is slow); the median after the first is the warmed latency."""
-        rec.event("warmup_start", slot.backend)
-        times = []
-        try:
-            for i in range(self.options.warmup_runs):
-                feeds = self.inputs[i % len(self.inputs)]
-                start = time.perf_counter()
-                try:
-                    slot.run(feeds)
-                except UserError as exc:  # the shared-memory binding is not possible: copy instead
-                    if slot.bind_device is None:
-                        raise
-                    slot.bind_device = None
-                    rec.event("shared_memory", slot.backend, f"unavailable, inputs copied: {exc}")
-                    slot.run(feeds)
-                times.append(time.perf_counter() - start)
-        except Exception as exc:
-            rec.event("session_failed", slot.backend, f"warm-up failed: {one_line(exc)}")
-            raise SessionFailed(f"warm-up failed on {slot.backend}: {one_line(exc)}") from None
-        slot.warm_latency = statistics.median(times[1:] or times)
-        rec.event("warmup_end", slot.backend,
-                  f"{len(times)} run(s): first {_ms(times[0])}, warmed {_ms(slot.warm_latency)}")
-
-    def _release(self, rec: Recorder, slot: Slot) -> None:
-        slot.release()
-        rec.event("session_released", slot.backend)
+        bind = shared_memory_info() if self.shared.get("available") and backend == self.options.target else None
+        return open_slot(rec, model, config, f"{role} session on {self._label(backend)}", profile=profile,
+                         expect_context=expect_context, bind_memory=bind, output_example=self.reference[0])
 
     def _context_model(self) -> tuple[Path, float | None, bool]:
         """The target's EPContext model (``ep.context_enable=1``), built once per model digest,
@@ -521,23 +383,24 @@ class Runner:
         context = folder / (Path(self.model).stem + "_ctx.onnx")
         if context.is_file():
             return context, None, True
-        building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=context_store()))
+        building = scratch.make(f".{key}.", context_store())
         config.session_config.update({"ep.context_enable": "1", "ep.context_embed_mode": "0",
                                       "ep.context_file_path": str(building / context.name)})
         start = time.perf_counter()
         try:
             create_session(self.model, config)
         except UserError as exc:
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
             raise SessionFailed(str(exc)) from None
         built = time.perf_counter() - start
         if not (building / context.name).is_file():
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
             raise SessionFailed("the runtime wrote no EPContext model (QNN claimed nothing to compile)")
         try:
             building.rename(folder)
+            scratch.keep(building)
         except OSError:  # another run built it meanwhile
-            shutil.rmtree(building, ignore_errors=True)
+            scratch.remove(building)
         return context, built, False
 
     def _check_outputs(self, run: StrategyRun, server: Server, swap: tuple[str, str] | None = None) -> None:
@@ -567,9 +430,9 @@ class Runner:
         try:
             handle = create_session(self.model, config)
             plain = Slot(self.options.target, handle)
-            bound = Slot(self.options.target, handle, shared_memory_device(), self.reference[0])
-            copy_s = _timed_runs(plain, self.inputs, SHARED_MEMORY_RUNS)
-            zero_s = _timed_runs(bound, self.inputs, SHARED_MEMORY_RUNS)
+            bound = Slot(self.options.target, handle, shared_memory_info(), self.reference[0])
+            _, copy_s = median_latency(plain, self.inputs, SHARED_MEMORY_RUNS + 1)
+            _, zero_s = median_latency(bound, self.inputs, SHARED_MEMORY_RUNS + 1)
         except Exception as exc:
             return {"comparison_error": one_line(exc)}
         return {"copy_p50_s": round(copy_s, 6), "zero_copy_p50_s": round(zero_s, 6), "runs": SHARED_MEMORY_RUNS}
@@ -580,21 +443,6 @@ class Runner:
     def _status(self, message: str) -> None:
         with self.lock:
             self._emit(Status(message))
-
-
-def _timed_runs(slot: Slot, inputs: list[dict[str, np.ndarray]], runs: int) -> float:
-    slot.run(inputs[0])  # warm (and, bound, allocate the buffers)
-    times = []
-    for i in range(runs):
-        start = time.perf_counter()
-        slot.run(inputs[i % len(inputs)])
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _served_p50(rec: Recorder, backend: str) -> float | None:
-    latencies = [r.latency for r in list(rec.run.requests) if r.ok and r.backend == backend and r.latency is not None]
-    return statistics.median(latencies) if latencies else None
 
 
 def _compare(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], atol: float, rtol: float) -> dict:
@@ -615,21 +463,3 @@ def _compare(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], atol: float
             else:
                 agree &= bool(np.array_equal(a, b))
     return {"compared": len(pairs), "max_abs_diff": round(worst, 9), "agree": agree if pairs else None}
-
-
-def _finalize_seconds(profile: Path | None) -> float | None:
-    """QNN's own "QNN (finalize) time" from the basic profiling CSV (microseconds)."""
-    if profile is None or not profile.is_file():
-        return None
-    with open(profile, newline="", encoding="utf-8", errors="replace") as handle:
-        for row in csv.DictReader(handle):
-            if row.get("Message") == "FINALIZE" and row.get("Unit of Measurement") == "US":
-                try:
-                    return float(row["Time"]) / 1e6
-                except (TypeError, ValueError):
-                    return None
-    return None
-
-
-def _ms(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1000:.1f} ms"

@@ -108,8 +108,9 @@ def _add_form() -> None:
                                           workdir=workdir.strip() or None, identity=identity.strip() or None,
                                           shell=shell, connect_timeout=int(timeout), host_key=host_key,
                                           jump=jump.strip() or None)
-                    if device.is_local:
-                        raise UserError("this machine is already listed; give ssh://user@host")
+                    if device.is_local and device.python is None:
+                        raise UserError("this machine is already listed; give ssh://user@host or "
+                                        "local?python=PATH (another interpreter here)")
                 except UserError as exc:
                     st.error(md(exc), icon=":material/error:")
                     return

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from dashboard.runtime.client import WorkerGroup
 from dashboard.views import intake
 
 APP_TITLE = "QNN Backend Lab"
@@ -38,9 +39,22 @@ PAGES = (
 )
 
 
+@st.cache_resource(scope="session", on_release=lambda group: group.close("the browser session ended"),
+                   show_spinner=False)
+def _session_workers() -> WorkerGroup:
+    """The runtime workers this browser session starts. Why: when the session ends (tab closed,
+    connection lost) Streamlit asks the script to stop, but a script blocked in a long worker call
+    would not notice until the call ends; Streamlit does release the session's cached resources
+    at once, and releasing this group stops its workers (the blocked call then fails and the
+    script ends)."""
+    return WorkerGroup()
+
+
 def page(title: str) -> None:
-    """Set up the page called ``title``: config, the navigation links and the model picker."""
+    """Set up the page called ``title``: config, the navigation links and the model picker;
+    workers started by this run belong to the session (``_session_workers``)."""
     st.set_page_config(layout="wide", page_title=f"{title} · {APP_TITLE}", page_icon=":material/memory:")
+    _session_workers().make_current()
     with st.sidebar:
         for spec in PAGES:
             st.page_link(spec.path, label=spec.title, icon=spec.icon)

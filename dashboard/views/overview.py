@@ -1,4 +1,4 @@
-"""Overview page: what is in the model, what QNN will need fixed, and the graph in Netron."""
+"""Overview page: what is in the model, what QNN will need fixed, and its graph in Model Explorer or Netron."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.intake.overview import human_bytes
 from dashboard.render import netron as netron_view
 from dashboard.render.overview_figures import op_histogram_figure
-from dashboard.views import state
+from dashboard.views import graph_viewer, state
 from dashboard.views.safe import full_values, md, short
 
 # Above either limit the Netron frame is opt-in: the user's browser lays out the whole graph.
 NETRON_EMBED_NODES = 3000
 NETRON_EMBED_BYTES = 256 << 20
 NETRON_HEIGHT = 760
+VIEWERS = ("Netron", "Model Explorer")
 IO_ROWS_SHOWN = 12  # beyond this (an LLM with hundreds of KV tensors) the table scrolls
 SYMBOLIC_STYLE = "background-color: rgba(255, 170, 0, 0.22); font-weight: 600"
 
@@ -41,7 +42,7 @@ def render() -> None:
         _op_histogram(graph)
     with right:
         _opsets_and_sizes(graph, sizes)
-    _netron(selected, graph)
+    _graph_viewer(selected, graph)
 
 
 def _headline(graph: ModelGraph) -> None:
@@ -121,16 +122,29 @@ def _op_histogram(graph: ModelGraph) -> None:
     st.plotly_chart(op_histogram_figure(frame), config={"displayModeBar": False})
 
 
+def _graph_viewer(selected: state.SelectedModel, graph: ModelGraph) -> None:
+    st.subheader("Graph", anchor=False)
+    viewer = st.segmented_control("Viewer", VIEWERS, default=VIEWERS[0], key="overview_viewer",
+                                  label_visibility="collapsed",
+                                  help="Model Explorer groups nodes by name scope (layers) and stays usable on "
+                                       "20,000-node graphs; Netron shows every node with its attributes and weights' "
+                                       "shapes.") or VIEWERS[0]
+    if viewer == "Netron":
+        _netron(selected, graph)
+    else:
+        graph_viewer.show(graph, f"ov_{selected.digest}", selected.name)
+        st.caption("Model Explorer runs inside the dashboard (its port, its SSH tunnel). Groups are name "
+                   "scopes: double-click one to open it; search with the box at its top left.")
+
+
 def _netron(selected: state.SelectedModel, graph: ModelGraph) -> None:
-    st.subheader("Graph in Netron", anchor=False)
     try:
-        server = netron_view.serve(selected.path, selected.digest,
-                                   netron_view.bind_host(st.get_option("server.address")))
+        server = netron_view.serve(selected.path, selected.digest)
     except (OSError, ValueError) as exc:  # unreadable/empty file, no free port
         st.warning(f"Netron could not start: {md(exc)}", icon=":material/warning:")
         return
     page_url = st.context.url
-    url = netron_view.browser_url(server.port, page_url, st.context.headers.get("Host"))
+    url = netron_view.browser_url(server, page_url, st.context.headers.get("Host"))
     large = len(graph.nodes) > NETRON_EMBED_NODES or graph.file_bytes > NETRON_EMBED_BYTES
     link, toggle = st.columns([1, 4], vertical_alignment="center")
     link.link_button("Open in a new tab", url, icon=":material/open_in_new:")
@@ -140,8 +154,9 @@ def _netron(selected: state.SelectedModel, graph: ModelGraph) -> None:
                               "your browser lays out the whole graph)", value=False, key="netron_embed")
     if embed:
         st.iframe(url, height=NETRON_HEIGHT)
-    notes = [f"Netron serves this model on port {server.port} of the dashboard's server; behind an SSH "
-             "tunnel or a proxy, forward that port too."]
+    notes = [f"Netron serves this model on port {server.port} of the dashboard's server, to this machine only "
+             "(loopback, behind a token in its URL). From another machine, forward that port beside the "
+             f"dashboard's, then use the link: `{netron_view.tunnel_command(server.port, page_url)}`."]
     if page_url and page_url.startswith("https:"):
         notes.append("The dashboard is on HTTPS and browsers block the plain-HTTP frame: use the link.")
     st.caption(" ".join(notes))

@@ -3,8 +3,8 @@
 Built to answer "which nodes keep my model off the NPU, and why" in one look: right under the
 knobs come the per-backend status, the class counts, and the table of nodes the HTP refuses with
 the EP's own reason and the GPU's verdict beside it. Below: the per-op-type table, the segment
-strip of each plan, the coloured graph (collapsed into segments for large models, zoomable into
-one segment) and the selected node's details. Every GPU figure says whether it was measured or
+strip of each plan, the graph in Model Explorer (grouped by name scope, coloured by class, verdict
+or plan; ``graph_viewer``) and the selected node's details. Every GPU figure says whether it was measured or
 predicted. Changing a knob re-runs the analysis (answered from the on-disk cache when seen
 before) and shows what changed against the previous run.
 """
@@ -27,7 +27,7 @@ from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import CLASS_LABELS, CLASSES, MEASURED, PREDICTED, PartitionReport, op_type_table
 from dashboard.render import partition_graph as graph_render
 from dashboard.runtime.socs import DEFAULT_SOC, SOCS
-from dashboard.views import state
+from dashboard.views import graph_viewer, state
 from dashboard.views.safe import md, short
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
@@ -63,7 +63,7 @@ def render() -> None:
     with plan_tab:
         _plans(report)
     with graph_tab:
-        _graph(report, graph)
+        _graph(report, graph, selected.name)
     with ops_tab:
         _op_types(report)
     with rules_tab:
@@ -289,72 +289,14 @@ def _plans(report: PartitionReport) -> None:
                "application (graph inputs and outputs). Unknown sizes are listed but not added to the bytes.")
 
 
-def _draw_nodes(graph: ModelGraph, order: list[str]) -> list[graph_render.DrawNode]:
-    by_name = graph.node_by_name()
-    return [graph_render.DrawNode(n, by_name[n].op_type, by_name[n].inputs, by_name[n].outputs)
-            for n in order if n in by_name]
-
-
-def _graph(report: PartitionReport, graph: ModelGraph) -> None:
-    if report.classes.note:
-        st.info("The graph is coloured by class once both backends have per-node verdicts.")
-        return
-    classes = report.classes.of()
-    left, mid, right = st.columns([2, 2, 3])
-    color_by = left.radio("Colour by", ["class", "intersection plan", "segmented plan"], horizontal=True,
-                          key="pt_color_by")
-    plan = report.plans["segmented" if color_by == "segmented plan" else "intersection"]
-    large = len(report.node_order) > graph_render.DETAIL_LIMIT
-    views = ["collapsed segments", "one segment", "all nodes"] if large else ["all nodes", "one segment",
-                                                                                  "collapsed segments"]
-    view = mid.radio("View", views, horizontal=True, key="pt_view",
-                     help=f"Models above {graph_render.DETAIL_LIMIT} nodes start collapsed into segments.")
-    segment = None
-    if view == "one segment":
-        segment = right.selectbox("Segment", [s.index for s in plan.segments], key="pt_zoom",
-                                  format_func=lambda i: f"{i}: {SEGMENT_LABELS[plan.segments[i]['backend']]} "
-                                                        f"({len(plan.segments[i]['nodes'])} nodes)")
-    if view == "collapsed segments":
-        fig = graph_render.segment_figure(plan)
-    else:
-        if color_by == "class":
-            key_of, colors, labels = classes, graph_render.CLASS_COLORS, {**CLASS_LABELS, "context": "context"}
-        else:
-            key_of = {n: s.backend for s in plan.segments for n in s.nodes}
-            key_of.update({n: "removed" for n in report.classes.removed})
-            colors = {**graph_render.BACKEND_COLORS, "removed": graph_render.CLASS_COLORS["removed"],
-                      "context": graph_render.CLASS_COLORS["context"]}
-            labels = {**graph_render.BACKEND_LABELS, "removed": "removed by ORT", "context": "context"}
-        nodes = _draw_nodes(graph, report.node_order)
-        if segment is not None:
-            nodes, context = graph_render.zoom_nodes(nodes, set(plan.segments[segment]["nodes"]))
-            key_of = {**key_of, **{n: "context" for n in context}}
-        hover = {n.name: f"{n.name} · {n.op_type} · {CLASS_LABELS.get(classes.get(n.name), '')}" for n in nodes}
-        fig = graph_render.graph_figure(nodes, key_of, colors, labels, hover, st.session_state.get(_NODE))
-    event = st.plotly_chart(fig, key="pt_graph", on_select="rerun", selection_mode="points",
-                            config={"scrollZoom": True, "displayModeBar": True})
-    picked = _picked(event)
-    if picked and picked != st.session_state.get(_NODE):
+def _graph(report: PartitionReport, graph: ModelGraph, title: str) -> None:
+    picked = graph_viewer.show(graph, f"pt_{graph_viewer.report_key(report)}", title, report)
+    if picked:
         st.session_state[_NODE] = picked
         st.session_state[_NODE_PICK] = picked  # the node selector below is drawn after this
-    st.caption("Click a node to see its details below. Scroll to zoom, drag to pan.")
-    if view != "collapsed segments":
-        st.download_button("Download this graph as Graphviz DOT", graph_render.to_dot(nodes, key_of, colors),
-                           file_name="partitions.dot", mime="text/vnd.graphviz", key="pt_dot")
-
-
-def _picked(event) -> str | None:
-    try:
-        points = event.selection.points if hasattr(event, "selection") else event["selection"]["points"]
-    except (KeyError, TypeError, AttributeError):
-        return None
-    for point in points or []:
-        data = point.get("customdata") if isinstance(point, dict) else None
-        if isinstance(data, list):
-            data = data[0] if data else None
-        if isinstance(data, str) and not data.startswith("segment:"):
-            return data
-    return None
+    st.caption("Groups are name scopes: double-click one to open it. Every overlay is also in the viewer's "
+               "node data panel (its eye icon switches). Pick a node, or Alt+click a search result, to see its "
+               "details below.")
 
 
 def _op_types(report: PartitionReport) -> None:

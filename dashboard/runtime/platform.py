@@ -1,0 +1,212 @@
+"""Everything that differs between POSIX and Windows, in one small module.
+
+Why one module: the worker and its client run on Windows on Snapdragon as well as on Linux, and
+the calls that break there are few but scattered by nature (``os.pread``, ``os.killpg``,
+``signal.SIGKILL``, an ``os.symlink`` that needs admin rights, exit codes that are NTSTATUS values
+rather than signals). Keeping them here, each with its Windows branch, makes the rest of the
+package portable by construction; ``tests/test_platform.py`` fails when a POSIX-only (or
+Windows-only) call appears anywhere else in ``dashboard/``.
+
+The pure functions (``describe_exit``) take the platform as an argument so both branches are
+tested on any host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import uuid
+
+WINDOWS = os.name == "nt"
+
+# Exit codes of a Windows process killed by an unhandled exception (NTSTATUS, ntstatus.h), named
+# as a crash report should name them.
+NTSTATUS = {
+    0x80000003: "BREAKPOINT",
+    0xC0000005: "ACCESS_VIOLATION",
+    0xC0000006: "IN_PAGE_ERROR",
+    0xC0000008: "INVALID_HANDLE",
+    0xC0000017: "NO_MEMORY",
+    0xC000001D: "ILLEGAL_INSTRUCTION",
+    0xC0000025: "NONCONTINUABLE_EXCEPTION",
+    0xC0000094: "INTEGER_DIVIDE_BY_ZERO",
+    0xC0000096: "PRIVILEGED_INSTRUCTION",
+    0xC00000FD: "STACK_OVERFLOW",
+    0xC0000135: "DLL_NOT_FOUND",
+    0xC0000139: "ENTRYPOINT_NOT_FOUND",
+    0xC000013A: "CONTROL_C_EXIT",
+    0xC0000142: "DLL_INIT_FAILED",
+    0xC0000374: "HEAP_CORRUPTION",
+    0xC0000409: "STACK_BUFFER_OVERRUN",
+    0xC0000420: "ASSERTION_FAILURE",
+    0xC0000602: "FAIL_FAST_EXCEPTION",
+}
+
+
+# -- processes ------------------------------------------------------------------------------------
+def detached_group() -> dict:
+    """``Popen`` arguments that start a child in a process group of its own, so a Ctrl-C in the
+    terminal reaches only the caller, which then stops the child itself (``kill_group``)."""
+    if WINDOWS:
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def pid_alive(pid: int) -> bool | None:
+    """Whether process ``pid`` exists; None where that cannot be asked without touching it
+    (Windows: ``os.kill`` there terminates)."""
+    if WINDOWS:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and everything in its process group (POSIX) or process tree (Windows), then
+    reap it. Only a child that has not been reaped is signalled: its id cannot have been reused."""
+    if proc.poll() is None:
+        if WINDOWS:
+            subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, check=False)
+        else:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if proc.poll() is None:
+            proc.kill()
+    proc.wait()
+
+
+def describe_exit(code: int | None, windows: bool = WINDOWS) -> str:
+    """How a process ended, as a crash report says it: ``killed by SIGSEGV`` (POSIX: a negative
+    return code is the signal), ``crashed with 0xC0000005 ACCESS_VIOLATION`` (Windows: an
+    unhandled exception's NTSTATUS, which ``subprocess`` reports as a large positive number), or
+    ``exited with code N``."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0 and not windows:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    status = code & 0xFFFFFFFF
+    if windows and status >= 0x80000000:
+        name = NTSTATUS.get(status)
+        return f"crashed with 0x{status:08X}" + (f" {name}" if name else " (an NTSTATUS exception code)")
+    return f"exited with code {code}"
+
+
+def die(signal_name: str) -> None:
+    """End this process the way a native crash does (the worker's ``crash`` command, for tests of
+    the crash path): the named signal on POSIX, an access violation on Windows."""
+    if WINDOWS:
+        import ctypes
+
+        ctypes.string_at(0)  # reads address 0: 0xC0000005 ACCESS_VIOLATION
+    os.kill(os.getpid(), getattr(signal, signal_name))
+
+
+class Terminated(BaseException):
+    """The process was asked to stop (SIGTERM, SIGHUP, Ctrl-Break): raised in the main thread so
+    ``finally`` blocks and context managers stop the workers on the way out. A ``BaseException``
+    like ``KeyboardInterrupt``, so ``except Exception`` handlers do not swallow it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def raise_on_termination() -> None:
+    """Turn the termination signals this platform delivers into ``Terminated`` in the main thread
+    (Ctrl-C stays ``KeyboardInterrupt``)."""
+    names = ("SIGBREAK", "SIGTERM") if WINDOWS else ("SIGTERM", "SIGHUP")
+
+    def handler(signum: int, frame) -> None:
+        raise Terminated(signal.Signals(signum).name)
+
+    for name in names:
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            signal.signal(signum, handler)
+
+
+TERMINATION_EXIT = {"SIGTERM": 143, "SIGHUP": 129, "SIGBREAK": 149}  # 128 + signal number, as shells report
+
+
+# -- files ------------------------------------------------------------------------------------------
+def open_twice() -> tuple[int, int]:
+    """A new temporary file opened twice: (write fd, read fd), each with its own offset, removed
+    when both are closed.
+
+    Why: native log capture points fd 2 at the writer while native threads keep writing to it; the
+    reader must read what was written without moving the writer's offset. ``os.pread`` does that
+    on POSIX only. POSIX unlinks the file at once (the open descriptors keep it); Windows opens
+    both with ``O_TEMPORARY`` (delete on last close, shared delete access, so the second open is
+    allowed)."""
+    flags = getattr(os, "O_BINARY", 0) | getattr(os, "O_NOINHERIT", 0) | getattr(os, "O_TEMPORARY", 0)
+    path = os.path.join(tempfile.gettempdir(), f"qnn-lab-log-{uuid.uuid4().hex}")
+    writer = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o600)
+    try:
+        reader = os.open(path, os.O_RDONLY | flags)
+    except OSError:
+        os.close(writer)
+        raise
+    if not WINDOWS:
+        os.unlink(path)
+    return writer, reader
+
+
+def read_at(fd: int, offset: int, size: int) -> bytes:
+    """``size`` bytes at ``offset`` of a descriptor nobody else reads (``open_twice``'s reader)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def discard_into(path: str) -> bool:
+    """Make writes to the new file ``path`` vanish, if the platform can: on POSIX a symlink to
+    ``/dev/null`` (ONNX Runtime then writes an optimized model's weights nowhere). Windows needs
+    admin rights or developer mode for symlinks, so there the file is simply written (into a
+    scratch folder that is removed). True if writes are discarded."""
+    if WINDOWS or not os.path.exists(os.devnull):
+        return False
+    try:
+        os.symlink(os.devnull, path)
+    except OSError:
+        return False
+    return True
+
+
+
+# -- the host -----------------------------------------------------------------------------------------
+_WINDOWS_CPU_KEY = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+
+
+def processor_name() -> str:
+    """The processor's marketing name where the OS keeps one: Windows' registry
+    (``Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Oryon(TM) CPU``), else ``platform.processor()``.
+    The device doctor identifies a Windows on Snapdragon part by it."""
+    import platform as host
+
+    if not WINDOWS:
+        return host.processor()
+    import winreg
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _WINDOWS_CPU_KEY) as key:
+            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0])
+    except OSError:
+        return host.processor()
