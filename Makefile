@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 SAMPLE ?= samples/llm_decoder_kv.onnx
 
-.PHONY: run test bench samples system-deps clean
+.PHONY: run test board-test bench samples system-deps clean
 
 # The project itself is installed editable (no deps: requirements.txt pins them), so the `qnn-lab`
 # command and `from dashboard import notebook` work from anywhere with this environment.
@@ -30,6 +30,10 @@ system-deps:
 
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
+
+# Only the emulated arm64 board (part of `make test` too): ~9 min the first time, ~45 s cached.
+board-test: $(VENV)/.dev system-deps
+	$(PY) -m pytest -q tests/test_board.py
 
 bench: $(VENV)/.dev system-deps
 	$(PY) -m dashboard bench

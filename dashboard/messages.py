@@ -228,6 +228,32 @@ class ProbeResult(HostInfo):
 
 
 @dataclass
+class DoctorCheck(Record):
+    """One reason a backend may not initialize on a host, checked: what was looked at (``title``),
+    what was found (``detail``, a short phrase that also ends up in backend failure messages), and
+    a one-line ``fix`` when it fails. ``backends`` are the backends the check gates."""
+
+    name: str
+    title: str
+    status: Literal["pass", "fail", "warn", "skip", "info"]
+    detail: str
+    fix: str | None = None
+    backends: list[Literal["htp", "gpu", "cpu"]] = field(default_factory=list)
+
+
+@dataclass
+class DoctorReport(Record):
+    """The device doctor's checks on one host (``dashboard.runtime.doctor``). ``mode``: ``device``
+    (a Snapdragon, real HTP/GPU), ``simulator`` (x86_64: QNN's HTP simulator) or ``unsupported``
+    (no onnxruntime-qnn wheel for this platform)."""
+
+    mode: Literal["device", "simulator", "unsupported"]
+    platform: str
+    summary: str
+    checks: list[DoctorCheck]
+
+
+@dataclass
 class DigestArgs(Record):
     digest: str
 
@@ -315,6 +341,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "hello": Command(NoArgs, HostInfo, "dashboard.runtime.worker:hello"),
     "probe": Command(ProbeArgs, ProbeResult, "dashboard.runtime.worker:probe"),
+    "doctor": Command(NoArgs, DoctorReport, "dashboard.runtime.doctor:run"),
     "put_model": Command(ModelChunk, ChunkReceived, "dashboard.runtime.worker:put_model"),
     "has_model": Command(DigestArgs, ModelLocation, "dashboard.runtime.worker:has_model"),
     "crash": Command(CrashArgs, None, "dashboard.runtime.worker:crash"),

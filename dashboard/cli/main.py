@@ -25,6 +25,7 @@ COMMANDS = {
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
     "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
+    "device": ("dashboard.cli.device", "install the worker on a device; the device doctor"),
 }
 
 

@@ -51,12 +51,16 @@ class SessionConfig(Record):
         """Provider options for the QNN EP (fp16 needs a soc_model, so the SoC is resolved here). A
         ``backend_path`` given as an option replaces ``backend_type`` (the EP takes only one)."""
         options: dict[str, str] = {} if "backend_path" in self.provider_options else {"backend_type": self.backend}
-        if self.soc:
-            soc = resolve_soc(self.soc)
-            options["soc_model"] = str(soc.soc_model)
+        soc = resolve_soc(self.soc) if self.soc else None
+        if soc is not None:
+            if soc.soc_model is not None:
+                options["soc_model"] = str(soc.soc_model)
             options["htp_arch"] = str(soc.htp_arch)
         if self.fp16:
-            if "soc_model" not in options:
+            if "soc_model" not in options and "soc_model" not in self.provider_options:
+                if soc is not None:
+                    raise UserError(f"HTP fp16 precision needs a soc_model and none is published for {soc.name}: "
+                                    "pass the one your QNN SDK documents with --option soc_model=N")
                 raise UserError("HTP fp16 precision needs a SoC (the runtime refuses "
                                 "enable_htp_fp16_precision without soc_model): pick one with --soc")
             options["enable_htp_fp16_precision"] = "1"

@@ -170,6 +170,11 @@ class Device(Record):
         """The worker's command line (None: this machine's own Python worker)."""
         if self.is_local:
             return None if self.python is None else [self.python, "-m", "dashboard.runtime.worker"]
+        return self.ssh_argv(self.remote_command())
+
+    def ssh_argv(self, remote_command: str) -> list[str]:
+        """ssh to this device running ``remote_command`` (already quoted for the remote shell), with
+        only the device's validated options; ``device install`` uses it for its other commands."""
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
                 # Command-line options win over ~/.ssh/config: no local command, no forwarding.
@@ -184,7 +189,7 @@ class Device(Record):
             argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.jump:
             argv += ["-J", self.jump]
-        argv += ["--", f"{self.user}@{self.host}" if self.user else self.host, self.remote_command()]
+        argv += ["--", f"{self.user}@{self.host}" if self.user else self.host, remote_command]
         return argv
 
     def connect(self) -> WorkerClient:

@@ -189,3 +189,24 @@ def discard_into(path: str) -> bool:
         return False
     return True
 
+
+
+# -- the host -----------------------------------------------------------------------------------------
+_WINDOWS_CPU_KEY = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+
+
+def processor_name() -> str:
+    """The processor's marketing name where the OS keeps one: Windows' registry
+    (``Snapdragon(R) X Elite - X1E78100 - Qualcomm(R) Oryon(TM) CPU``), else ``platform.processor()``.
+    The device doctor identifies a Windows on Snapdragon part by it."""
+    import platform as host
+
+    if not WINDOWS:
+        return host.processor()
+    import winreg
+
+    try:
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, _WINDOWS_CPU_KEY) as key:
+            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0])
+    except OSError:
+        return host.processor()

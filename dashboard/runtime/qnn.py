@@ -40,7 +40,9 @@ _OPT_LEVELS = {
 
 @lru_cache(maxsize=1)
 def register() -> tuple:
-    """Register the QNN plugin EP once per process; return its EP devices."""
+    """Register the QNN plugin EP once per process; return its EP devices (none where the EP finds
+    no hardware, e.g. an aarch64 host without ``/dev/fastrpc-cdsp``: a QNN session then fails in
+    ``session_options`` with the doctor's reason, while CPU sessions still work)."""
     import onnxruntime_qnn
 
     ort.set_default_logger_severity(3)
@@ -49,10 +51,7 @@ def register() -> tuple:
     except Exception as exc:  # already registered in this process is fine
         if "already" not in str(exc).lower():
             raise UserError(f"cannot register the QNN EP library: {exc}") from None
-    devices = tuple(d for d in ort.get_ep_devices() if d.ep_name == QNN_EP)
-    if not devices:
-        raise UserError("the QNN EP registered but exposes no devices on this host")
-    return devices
+    return tuple(d for d in ort.get_ep_devices() if d.ep_name == QNN_EP)
 
 
 def versions() -> dict[str, str]:
@@ -70,23 +69,16 @@ def versions() -> dict[str, str]:
 def hardware(backend: str) -> str:
     """What a backend's figures on this host are measured on: ``"simulator"`` for the HTP on an
     x86_64 host (QNN's HTP simulator: real compilation, emulated execution, far slower than an
-    NPU), ``"npu"`` for the HTP on an ARM64 host whose QNN EP exposes an NPU device, ``"gpu"`` and
-    ``"cpu"`` for those backends, ``"unknown"`` for an HTP this rule cannot place. Decided in the
-    worker, on the host that measures, and carried in every result, so no page or report can
-    present simulator latency as NPU latency."""
+    NPU), ``"npu"`` for the HTP on a Snapdragon (aarch64, or x64 Python emulated on Windows on
+    Snapdragon, whose wheel loads the arm64ec backends), ``"gpu"`` and ``"cpu"`` for those backends,
+    ``"unknown"`` elsewhere. The platform is classified once, by the doctor (``platform_mode``).
+    Decided in the worker, on the host that measures, and carried in every result, so no page or
+    report can present simulator latency as NPU latency."""
     if backend in ("gpu", "cpu"):
         return backend
-    machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64"):
-        return "simulator"
-    if machine in ("aarch64", "arm64"):
-        try:
-            devices = register()
-        except UserError:
-            devices = ()
-        if any(str(d.device.type).rsplit(".", 1)[-1] == "NPU" for d in devices):
-            return "npu"
-    return "unknown"
+    from dashboard.runtime.doctor import platform_mode, this_host
+
+    return {"simulator": "simulator", "device": "npu"}.get(platform_mode(this_host()), "unknown")
 
 
 def host_info() -> dict:
@@ -111,8 +103,18 @@ def session_options(config: SessionConfig) -> ort.SessionOptions:
     for key, value in config.session_config.items():
         options.add_session_config_entry(key, str(value))
     if config.backend != "cpu":
-        options.add_provider_for_devices(list(register()), config.qnn_options())
+        devices = register()
+        if not devices:
+            raise UserError(f"the QNN EP exposes no devices on this host{doctor_hint(config.backend)}")
+        options.add_provider_for_devices(list(devices), config.qnn_options())
     return options
+
+
+def doctor_hint(backend: str) -> str:
+    """The device doctor's reasons ``backend`` cannot initialize here, for a failure message."""
+    from dashboard.runtime.doctor import explain
+
+    return explain(backend) if backend != "cpu" else ""
 
 
 # Where ORT looks for external-data files of a model given as bytes (the partition analysis feeds
@@ -238,11 +240,12 @@ def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bo
             failure = exc
     elapsed = time.perf_counter() - start
     if "session" not in locals():
-        detail = first_error(errors, _short(message))
+        detail = first_error(errors, _short(message)) + doctor_hint(config.backend)
         raise UserError(f"session creation failed on {config.backend}: {detail}") from failure
     handle = SessionHandle(session, config, elapsed, errors)
     if require_qnn and config.backend != "cpu" and not handle.assigned_nodes().get(QNN_EP):
         detail = first_error(errors, "QNN claimed no node: every node would run on the CPU EP")
+        detail += doctor_hint(config.backend)
         raise UserError(f"QNN {config.backend} is not running this model: {detail}")
     return handle
 
@@ -431,14 +434,9 @@ def soc_info() -> dict:
     """What this host says about its Snapdragon part, where it says anything: the kernel's SoC
     identity (Linux/Android ``/sys/devices/soc0``), the QNN EP devices' hardware metadata
     (Windows reports the NPU's description there), and nothing invented where absent."""
-    info: dict = {}
-    soc0 = "/sys/devices/soc0"
-    for key in ("machine", "family", "soc_id", "revision"):
-        try:
-            with open(os.path.join(soc0, key), encoding="utf-8") as handle:
-                info[key] = handle.read().strip()
-        except OSError:
-            pass
+    from dashboard.runtime.doctor import soc_facts
+
+    info: dict = soc_facts()
     try:
         devices = register()
     except UserError:

@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.errors import UserError
+from dashboard.messages import DoctorReport
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
@@ -23,6 +24,7 @@ from dashboard.views.safe import md, short
 _DEVICES = "devices"  # url -> Device
 _PROBES = "device_probes"  # url -> probe result dict, or {"error": one line}
 _CURRENT = "device_current"
+_DOCTOR = "device_doctor"  # url -> DoctorReport, or the one line saying why it could not run
 PROBE_TIMEOUT = 180.0
 LOCAL_PROBE_TTL_S = 3600
 NO_GPU_NOTE = ("No QNN GPU on this host: the timeline's fast backend here is ONNX Runtime's CPU EP, labelled "
@@ -90,6 +92,7 @@ def render() -> None:
                 st.rerun()
             if url in probes:
                 _show_probe(probes[url])
+            _doctor(url, device)
 
 
 def _probe(device: Device) -> dict:
@@ -176,3 +179,32 @@ def _show_probe(result: dict) -> None:
     if result.get("arch") in ("x86_64", "AMD64") and backends.get("htp", {}).get("ok"):
         st.caption(f"HTP figures on this host are measured on the {hardware_label('simulator')}: "
                    f"{SIMULATOR_NOTE}.")
+
+
+DOCTOR_ICONS = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "➖", "info": "ℹ️"}
+
+
+def _doctor(url: str, device: Device) -> None:
+    """The device doctor next to the probe: each reason a backend may not initialize, checked in
+    the device's worker, with a one-line fix for every failure."""
+    from dashboard.runtime.doctor import ask
+
+    reports: dict = st.session_state.setdefault(_DOCTOR, {})
+    if st.button("Doctor", key=f"doctor_{url}", icon=":material/stethoscope:",
+                 help="Why each backend does or does not initialize here: FastRPC node, libcdsprpc, "
+                      "ADSP_LIBRARY_PATH, glibc and Python, libOpenCL, the SoC and the wheel's skels"):
+        with st.spinner(f"Asking the worker on {device.label} to check this host…"):
+            try:
+                reports[url] = ask(device, timeout=PROBE_TIMEOUT)
+            except UserError as exc:
+                reports[url] = str(exc)
+    report = reports.get(url)
+    if isinstance(report, str):
+        st.error(md(report), icon=":material/wifi_off:")
+    elif isinstance(report, DoctorReport):
+        mode = "HTP simulator" if report.mode == "simulator" else report.mode
+        st.markdown(f"**Doctor** · {md(report.platform)} · {md(mode)}")
+        st.dataframe(pd.DataFrame([{"": DOCTOR_ICONS[c.status], "check": c.title, "found": short(c.detail, 300),
+                                    "fix": short(c.fix or "", 300)} for c in report.checks]),
+                     hide_index=True, width="stretch")
+        st.caption(md(report.summary))
