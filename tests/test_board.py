@@ -6,13 +6,15 @@ The board has no Hexagon DSP and no Adreno: the CPU EP must work, HTP and GPU mu
 failure must carry the doctor's explanation (no ``/dev/fastrpc-cdsp``, no ``libcdsprpc.so``).
 What only a real Snapdragon board can show (the NPU and GPU initializing, the SoC's skel loading)
 is outside this test. The board is built once per machine (about 5 minutes) and cached; the
-first install downloads the aarch64 wheels (about 4 minutes). Run with ``make board-test``.
+first install downloads the aarch64 wheels (about 4 minutes); cached, the tests take under a
+minute. ``make test`` runs them, ``make board-test`` runs them alone.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +22,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from dashboard.intake.reader import file_digest
 from dashboard.intake.samples import build_cnn_classifier
-from dashboard.messages import PartitionArgs
-from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.devices import Device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +41,9 @@ def _emulated():
     return module
 
 
-def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "dashboard", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -111,18 +110,16 @@ def test_doctor_explains_why(board):
     assert lines[-1].startswith(f"HTP fails: {NO_DSP}") and lines[-1].endswith("CPU: no blocker found")
 
 
-def test_partition_on_the_board_reports_htp_failed_with_the_reason(board, model):
-    """``partition --device`` is another engineer's; until it lands the worker's partition
-    command runs over the board device directly, as ``analyze`` would drive it."""
-    with Device.parse(board["url"]).connect() as worker:
-        remote = worker.send_model(model, file_digest(model))
-        result = worker.call("partition", PartitionArgs(remote, SessionConfig(backend="htp"), ["htp", "gpu"]),
-                             timeout=900)
-    htp, gpu = result.backends["htp"], result.backends["gpu"]
-    assert htp.status == "failed" and not htp.nodes  # not "measured" with 0 nodes claimed
-    assert NO_DSP in htp.error and NO_RPC in htp.error
-    assert gpu.status == "predicted" and "libOpenCL.so is not in" in gpu.source
-    assert result.runtime["onnxruntime_qnn"] == "2.7.0"
+def test_partition_on_the_board_reports_htp_failed_with_the_reason(board, model, tmp_path):
+    done = cli("partition", str(model), "--device", board["url"], "--json", timeout=900,
+               env={"QNN_LAB_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    htp, gpu = report["backends"]["htp"], report["backends"]["gpu"]
+    assert htp["status"] == "failed" and not htp["nodes"]  # not "measured" with 0 nodes claimed
+    assert NO_DSP in htp["error"] and NO_RPC in htp["error"]
+    assert gpu["status"] == "predicted" and "libOpenCL.so is not in" in gpu["source"]
+    assert htp["runtime"]["onnxruntime_qnn"] == "2.7.0"
 
 
 def test_timeline_serves_on_the_cpu_and_says_why_migration_failed(board, model):
