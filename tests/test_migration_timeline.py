@@ -11,7 +11,8 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.messages import event_from_json
-from dashboard.timeline.model import (Event, Phase, Request, StrategyRun, TimelineOptions, TimelineRun, compute_metrics,
+from dashboard.timeline.model import (Event, Phase, Request, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
+                                      compute_metrics,
                                       percentile, phases, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun
 
@@ -146,3 +147,23 @@ def test_bound_runner_reuses_its_buffers():
         np.testing.assert_array_equal(runner.run(feeds)[0], session.run(None, feeds)[0])
     with pytest.raises(UserError, match="No shared allocator found for.*QnnHtpShared"):  # no rpcmem on this host
         runtime.BoundRunner(session, runtime.shared_memory_info(), first, session.run(None, first))
+
+
+def served(name: str, create: float, warm: float, first_end: float) -> StrategyRun:
+    """A one-request strategy: its session is created in ``create`` s, warmed in ``warm`` s and
+    answers at ``first_end``."""
+    events = [Event(0.0, "session_create_start", "htp"), Event(create, "session_create_end", "htp"),
+              Event(create, "warmup_start", "htp"), Event(create + warm, "warmup_end", "htp")]
+    request = Request(0, 0.0, create + warm, first_end, "htp", True)
+    return StrategyRun(name, {"target": "htp"}, events, [request], expected_requests=1)
+
+
+def test_cached_vs_cold_says_what_the_context_saved_and_what_it_cannot():
+    run = TimelineRun(device={}, model="m", options={}, workload={},
+                      strategies={"target": served("target", 0.10, 0.45, 0.748),
+                                  "cached": served("cached", 0.01, 0.45, 0.660)})
+    text = cached_vs_cold(run)
+    assert "loaded in 10 ms against a 100 ms compile (saved 90 ms)" in text
+    assert "warm-up, 450 ms" in text and "came 88 ms sooner" in text
+    assert cached_vs_cold(TimelineRun(device={}, model="m", options={}, workload={},
+                                      strategies={"target": run.strategies["target"]})) is None

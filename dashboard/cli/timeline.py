@@ -16,7 +16,7 @@ from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_TIMEOUT, POLICIES, STRATEGY_TITLES, TimelineOptions, TimelineRun,
-                                      strategy_table)
+                                      cached_vs_cold, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 
 
@@ -104,6 +104,9 @@ def report_lines(result: TimelineRun) -> list[str]:
                      f"{_s(row['p50_before_s']):>10} {_s(row['p50_after_s']):>10} {_s(row['p99_s']):>9} "
                      f"{rps:>7} {row['failed']:>6}")
     lines.append("")
+    explained = cached_vs_cold(result)
+    if explained:
+        lines += [f"cached vs cold: {explained}", ""]
     for name, strategy in result.strategies.items():
         for event in strategy.events:
             if event.kind in ("migration_failed", "session_failed", "migration_skipped", "shared_memory"):

@@ -33,7 +33,6 @@ the GPU backend supports float ops). An op absent from the table is predicted un
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 

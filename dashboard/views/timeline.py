@@ -28,8 +28,8 @@ from dashboard.partition.analysis import parse_assignments
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
-                                      TimelineOptions, TimelineRun, events_csv, metrics_csv, requests_csv,
-                                      strategy_table)
+                                      TimelineOptions, TimelineRun, cached_vs_cold, events_csv, metrics_csv,
+                                      requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
 from dashboard.views.devices import select_device
@@ -233,6 +233,9 @@ def _comparison(run: TimelineRun) -> None:
         "req/s": r["throughput_rps"], "failed": r["failed"], "session create": _ms(r["create_s"]),
         "warm-up": _ms(r["warmup_s"])} for r in rows])
     st.dataframe(table, hide_index=True, width="stretch")
+    explained = cached_vs_cold(run)
+    if explained:
+        st.info(explained, icon=":material/cached:")
     st.plotly_chart(strategy_bars([(run.label, run)]), key="tl_bars")
 
 
