@@ -135,11 +135,7 @@ def _run(sides: list[Side], keys: list[str], device, submitted: bool) -> list[Pa
         st.info("Pick a model and options for each side, then **Compare**. One model under two option sets shows "
                 "which nodes each leaves off the NPU.", icon=":material/compare:")
         return None
-    if not job.done:
-        jobs.show(_JOB)
-        return None
-    if job.result is None:
-        jobs.outcome(job)
+    if jobs.finished(_JOB, job) is None:
         return None
     for k, report in zip(keys, job.result):
         partitions.remember(k, report)

@@ -130,3 +130,14 @@ def outcome(job: Job) -> None:
                 "the options again to restart.", icon=":material/stop_circle:")
     elif job.error:
         st.error(md(job.error), icon=":material/error:")
+
+
+def finished(slot: str, job: Job):
+    """The result of ``job`` once it has one; until then its progress (``show``), and after a
+    cancel or a failure what happened (``outcome``), with None."""
+    if not job.done:
+        show(slot)
+        return None
+    if job.result is None:
+        outcome(job)
+    return job.result

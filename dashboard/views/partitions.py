@@ -246,11 +246,7 @@ def _report(selected, options: PartitionOptions, timeout: float, devices: list[t
             selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
             digest=selected.digest, device=device, cancel=cancel))
         job.wait(jobs.QUICK_S)
-    if not job.done:
-        jobs.show(_JOB)
-        return None
-    if job.result is None:
-        jobs.outcome(job)
+    if jobs.finished(_JOB, job) is None:
         return None
     remember(key, job.result)
     report: PartitionReport = job.result
