@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from dashboard import __version__
@@ -38,6 +39,17 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, StopIteration):
         return False
     return "zombie" not in state
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` stops running within ``seconds`` (a killed process takes a moment to exit
+    on a loaded machine)."""
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def processes_with_env(name: str, value: str) -> list[int]:

@@ -52,7 +52,9 @@ def test_every_option_the_project_sets_is_valid():
     from dashboard.runtime.socs import SOCS
 
     for soc in SOCS:
-        SessionConfig(fp16=True, soc=soc.key).qnn_options()
+        options = SessionConfig(fp16=True, soc=soc.key, provider_options={} if soc.soc_model else {
+            "soc_model": "60"}).qnn_options()  # a part with no published id takes the user's
+        assert options["enable_htp_fp16_precision"] == "1" and options["htp_arch"] == str(soc.htp_arch)
     SessionConfig(backend="gpu", provider_options={
         "enable_framework_op_trace": "1", "framework_op_trace_dir": "/tmp/trace", "profiling_level": "basic",
         "profiling_file_path": "/tmp/p.csv", "enable_htp_shared_memory_allocator": "1",
