@@ -3,15 +3,18 @@
 ``ModelGraph`` is built by ``dashboard.intake.reader`` and read by the classifiers, partitions,
 plans and pages. Nodes carry their attributes and control-flow bodies decoded on first access from
 the parsed node (so the file is read exactly once, and a 20,000-node graph pays nothing for
-attributes nobody asks for); the producer/consumer index is built once per graph, on first use.
+attributes nobody asks for); the producer/consumer index (``producers``, ``consumers``) is built
+once per graph, on first use, and shared by every package that walks edges. ``ModelGraph.bodies``
+lists the control-flow bodies at any depth, for counts that must include what runs inside them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Union
+from typing import Protocol, TypeVar, Union
 
 import numpy as np
 import onnx
@@ -162,8 +165,52 @@ class Node:
         return bodies
 
 
+class _Edges(Protocol):
+    """What the edge index needs of a node (``Node``, and the partition packages' own node types)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+N = TypeVar("N", bound=_Edges)
+
+
+def producers_of(nodes: Sequence[N]) -> dict[str, N]:
+    """Tensor name -> the node that produces it (the later one, should a malformed graph produce a
+    name twice). Empty names (omitted optional outputs) are not tensors."""
+    return {out: node for node in nodes for out in node.outputs if out}
+
+
+def consumers_of(nodes: Sequence[N]) -> dict[str, list[N]]:
+    """Tensor name -> the nodes that read it, in graph order, once per input slot (a node that
+    reads a tensor twice is listed twice)."""
+    consumers: dict[str, list[N]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name:
+                consumers.setdefault(name, []).append(node)
+    return consumers
+
+
+class _Indexed:
+    """The producer/consumer index of a graph's ``nodes``, built on first use and cached (the
+    nodes of a loaded graph never change)."""
+
+    nodes: list[Node]
+
+    @cached_property
+    def producers(self) -> dict[str, Node]:
+        """Tensor name -> the node that produces it (see ``producers_of``)."""
+        return producers_of(self.nodes)
+
+    @cached_property
+    def consumers(self) -> dict[str, list[Node]]:
+        """Tensor name -> the nodes that read it (see ``consumers_of``). Shared: do not mutate."""
+        return consumers_of(self.nodes)
+
+
 @dataclass
-class SubGraph:
+class SubGraph(_Indexed):
     """A control-flow body (If branch, Loop/Scan body): the same structure as ``ModelGraph`` and the
     same rule for weights (initializer headers only)."""
 
@@ -175,9 +222,32 @@ class SubGraph:
     value_info: dict[str, TensorSpec]
 
 
+@dataclass(frozen=True)
+class Body:
+    """A control-flow body somewhere in a model: ``path`` names it from the top level through
+    every enclosing node and attribute (``loop/body/if_1/then_branch``); ``depth`` is 1 for the
+    bodies of top-level nodes."""
+
+    path: str
+    depth: int
+    owner: Node
+    graph: SubGraph
+
+
+def bodies_of(nodes: list[Node], prefix: str = "", depth: int = 1) -> Iterator[Body]:
+    """Every body under ``nodes``, at any depth, parents before the bodies inside them."""
+    for node in nodes:
+        for key, body in node.bodies.items() if node.subgraphs else ():
+            path = f"{prefix}{node.name}/{key}"
+            yield Body(path, depth, node, body)
+            yield from bodies_of(body.nodes, path + "/", depth + 1)
+
+
 @dataclass
-class ModelGraph:
-    """Structure of one ONNX model, as the classifiers, partitions and pages need it."""
+class ModelGraph(_Indexed):
+    """Structure of one ONNX model, as the classifiers, partitions and pages need it. ``nodes``,
+    ``initializers`` and the counts below are the top-level graph's; ``bodies`` holds what runs
+    inside control-flow nodes."""
 
     path: str
     file_bytes: int
@@ -208,6 +278,12 @@ class ModelGraph:
 
     def op_histogram(self) -> Counter:
         return Counter(n.qualified_op for n in self.nodes)
+
+    @cached_property
+    def bodies(self) -> list[Body]:
+        """Every control-flow body (If branches, Loop/Scan bodies ...) at any depth, in graph order
+        (decoded on first access)."""
+        return list(bodies_of(self.nodes))
 
     def node_by_name(self) -> dict[str, Node]:
         return {n.name: n for n in self.nodes}
@@ -287,11 +363,17 @@ def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
 # -- attributes and bodies, decoded on first access -----------------------------------------------
 
 def build_nodes(protos) -> list[Node]:
-    """``Node``s for the NodeProtos of one graph (top level or body), in order."""
-    names = stable_node_names([(n.name, n.op_type) for n in protos])
-    return [Node(i, names[i], n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output),
-                 sum(1 for a in n.attribute if a.type in _GRAPH_ATTRIBUTES) if n.attribute else 0, n)
-            for i, n in enumerate(protos)]
+    """``Node``s for the NodeProtos of one graph (top level or body), in order. Each field is read
+    from protobuf once (a read builds a new Python object): this runs for every node of a graph."""
+    protos = list(protos)
+    raw = [(n.name, n.op_type) for n in protos]
+    names = stable_node_names(raw)
+    return [Node(i, names[i], raw[i][0], raw[i][1], n.domain, tuple(n.input[:]), tuple(n.output[:]),
+                 _graph_attributes(n.attribute), n) for i, n in enumerate(protos)]
+
+
+def _graph_attributes(attributes) -> int:
+    return sum(a.type in _GRAPH_ATTRIBUTES for a in attributes) if attributes else 0
 
 
 def build_subgraph(graph: GraphProto) -> SubGraph:
