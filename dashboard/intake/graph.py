@@ -10,6 +10,7 @@ lists the control-flow bodies at any depth, for counts that must include what ru
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,20 @@ def dtype_name(elem_type: int) -> str:
 def dtype_bits(elem_type: int) -> int:
     """Bits per element, 0 for strings and unknown types."""
     return _BITS.get(elem_type, 0)
+
+
+T = TypeVar("T")
+
+
+def built(cls: type[T], **fields) -> T:
+    """An instance of the frozen dataclass ``cls`` with every field given, made without calling its
+    ``__init__``. Why: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, which doubles the cost of the tens of thousands of nodes and tensor
+    headers a large graph needs. The result is the same object (no field here has a
+    ``__post_init__``), still frozen afterwards."""
+    instance = object.__new__(cls)
+    instance.__dict__.update(fields)
+    return instance
 
 
 @dataclass(frozen=True)
@@ -297,7 +312,11 @@ def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
     from an exporter because exporters do not put ``#`` in names; the suffix grows if it still does.
     The UI, the CLI and the partition reports all use these names.
     """
-    taken = {name for name, _ in raw if name}
+    given = [name for name, _ in raw]
+    taken = set(given)
+    if len(taken) == len(given) and "" not in taken:
+        return given  # the usual case: every node named, no two alike
+    taken.discard("")
     seen: set[str] = set()
     names = []
     for index, (name, op_type) in enumerate(raw):
@@ -315,13 +334,11 @@ def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
 
 def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initializer:
     """Name, dtype, shape and size of a tensor. Strings are sized from their data (0 once stripped
-    inside a large node), or from ``string_bytes`` when the caller skipped the data itself."""
-    shape = tuple(header.dims)
-    count = 1
-    for dim in shape:
-        count *= dim
-    nbytes = (count * dtype_bits(header.data_type) + 7) // 8
-    if header.data_type == TensorProto.STRING:
+    inside a large node), or from ``string_bytes`` when the caller skipped the data itself. Each
+    field is read once: this runs for every initializer of a graph."""
+    data_type, shape = header.data_type, tuple(header.dims)
+    nbytes = (math.prod(shape) * dtype_bits(data_type) + 7) // 8
+    if data_type == TensorProto.STRING:
         nbytes = sum(len(s) for s in header.string_data) if string_bytes is None else string_bytes
     location = None
     if header.data_location == TensorProto.EXTERNAL:
@@ -329,15 +346,13 @@ def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initi
         location = entries.get("location", "")
         if "length" in entries and entries["length"].isdigit():
             nbytes = int(entries["length"])
-    return Initializer(header.name, dtype_name(header.data_type), shape, nbytes, location)
+    return built(Initializer, name=header.name, dtype=dtype_name(data_type), shape=shape, nbytes=nbytes,
+                 external_location=location)
 
 
 def sparse_header(sparse: onnx.SparseTensorProto) -> Initializer:
     values = sparse.values
-    count = 1
-    for dim in values.dims:
-        count *= dim
-    nbytes = (count * dtype_bits(values.data_type) + 7) // 8
+    nbytes = (math.prod(values.dims) * dtype_bits(values.data_type) + 7) // 8
     return Initializer(values.name, dtype_name(values.data_type), tuple(sparse.dims), nbytes, None)
 
 
@@ -350,14 +365,14 @@ def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
     if kind != "tensor_type":
         return TensorSpec(name, kind.replace("_type", "") if kind else "unknown", 0, None)
     tensor = type_proto.tensor_type
-    shape: tuple[Dim, ...] | None = None
-    if tensor.HasField("shape"):
-        dims: list[Dim] = []
-        for dim in tensor.shape.dim:
-            which = dim.WhichOneof("value")
-            dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
-        shape = tuple(dims)
-    return TensorSpec(name, dtype_name(tensor.elem_type), tensor.elem_type, shape)
+    elem_type = tensor.elem_type
+    shape = tuple(_dim(d) for d in tensor.shape.dim) if tensor.HasField("shape") else None
+    return built(TensorSpec, name=name, dtype=dtype_name(elem_type), elem_type=elem_type, shape=shape)
+
+
+def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    which = dim.WhichOneof("value")
+    return dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None
 
 
 # -- attributes and bodies, decoded on first access -----------------------------------------------
@@ -368,12 +383,10 @@ def build_nodes(protos) -> list[Node]:
     protos = list(protos)
     raw = [(n.name, n.op_type) for n in protos]
     names = stable_node_names(raw)
-    return [Node(i, names[i], raw[i][0], raw[i][1], n.domain, tuple(n.input[:]), tuple(n.output[:]),
-                 _graph_attributes(n.attribute), n) for i, n in enumerate(protos)]
-
-
-def _graph_attributes(attributes) -> int:
-    return sum(a.type in _GRAPH_ATTRIBUTES for a in attributes) if attributes else 0
+    return [built(Node, index=i, name=names[i], onnx_name=raw[i][0], op_type=raw[i][1], domain=n.domain,
+                  inputs=tuple(n.input[:]), outputs=tuple(n.output[:]), proto=n,
+                  subgraphs=sum(a.type in _GRAPH_ATTRIBUTES for a in attributes) if (attributes := n.attribute) else 0)
+            for i, n in enumerate(protos)]
 
 
 def build_subgraph(graph: GraphProto) -> SubGraph:

@@ -15,7 +15,6 @@ at any depth, functions), whose external data would be read from outside the mod
 from __future__ import annotations
 
 import gc
-import hashlib
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -64,12 +63,15 @@ KNOWN_DOMAINS = frozenset({
 })
 
 DIGEST_CHUNK = 1 << 22
+WEIGHT_BATCH_BYTES = 16 << 20  # small initializers parsed per protobuf call, at most
 Progress = Callable[[int, int], None]
 
 
 def file_digest(path: str | os.PathLike, progress: Progress | None = None) -> str:
     """Content hash used as the cache key for everything derived from a model. ``progress(done,
     total)`` is called after every chunk (4 MB): hashing a multi-GB model takes seconds."""
+    import hashlib  # here: the classify command never hashes, and hashlib costs a few ms to import
+
     digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as handle:
         total, done = os.fstat(handle.fileno()).st_size, 0
@@ -196,9 +198,9 @@ class _Parsed:
 def _parse(buf, keep_initializers: bool = False) -> _Parsed:
     """Protobuf's C parser reads everything but the weights. The model's and graph's fields are
     split at the wire level (``split_message`` costs no object per node); runs of ordinary fields
-    go to protobuf in bulk, initializers one at a time (headers only when large), and a field that
-    could hide a large tensor (a node with a big Constant, a body with weights) is re-encoded
-    without that tensor's data first."""
+    and of small initializers go to protobuf in bulk, a large initializer as its header, and a
+    field that could hide a large tensor (a node with a big Constant, a body with weights) is
+    re-encoded without that tensor's data first."""
     top = split_message(buf, 0, len(buf), frozenset({_MODEL_GRAPH}), SMALL_TENSOR_BYTES)
     rest = _joined(buf, top, _MODEL, frozenset({_MODEL_GRAPH}))
     parsed = _Parsed(ModelProto.FromString(rest), parsed=[("ModelProto", rest)])
@@ -208,26 +210,51 @@ def _parse(buf, keep_initializers: bool = False) -> _Parsed:
         graph.SetInParent()
     for graph_field in graph_fields:
         pieces = split_message(buf, graph_field.value_start, graph_field.end, _GRAPH_WEIGHTS, SMALL_TENSOR_BYTES)
-        for piece in pieces:
-            if isinstance(piece, slice) or piece.wire_type != LENGTH:
-                continue
-            if piece.number == _GRAPH_INITIALIZER:
-                proto, string_bytes = _initializer_proto(buf, piece.value_start, piece.end)
-                parsed.initializers.append(tensor_header(proto, string_bytes))
-                if keep_initializers:
-                    graph.initializer.append(proto)
-            elif piece.number == _GRAPH_SPARSE_INITIALIZER:
-                data = _stripped(buf, piece.value_start, piece.end, _SPARSE)
-                sparse = onnx.SparseTensorProto.FromString(data)
-                parsed.sparse.append(sparse)
-                parsed.parsed.append(("SparseTensorProto", data))
-                parsed.initializers.append(sparse_header(sparse))
-                if keep_initializers:
-                    graph.sparse_initializer.append(sparse)
+        _read_weights(buf, pieces, parsed, keep_initializers)
         data = _joined(buf, pieces, _GRAPH, _GRAPH_WEIGHTS)
         graph.MergeFromString(data)
         parsed.parsed.append(("GraphProto", data))
     return parsed
+
+
+def _read_weights(buf, pieces: list[slice | Field], parsed: _Parsed, keep: bool) -> None:
+    """The headers of a graph's initializers and sparse initializers, in file order (kept whole in
+    the parsed graph when ``keep``). Runs of adjacent small initializers go to protobuf in one call,
+    up to ``WEIGHT_BATCH_BYTES`` at a time so memory stays bounded; a large one is split first so
+    its data is skipped."""
+    batch: list[Field] = []
+    for piece in [*pieces, None]:  # None: the end, which flushes the last batch
+        weight = isinstance(piece, Field) and piece.wire_type == LENGTH and piece.number in _GRAPH_WEIGHTS
+        small = weight and piece.number == _GRAPH_INITIALIZER and piece.end - piece.value_start <= SMALL_TENSOR_BYTES
+        if small and batch and piece.start == batch[-1].end and piece.end - batch[0].start <= WEIGHT_BATCH_BYTES:
+            batch.append(piece)
+            continue
+        if batch:
+            tensors = GraphProto.FromString(buf[batch[0].start:batch[-1].end]).initializer
+            parsed.initializers += [tensor_header(t) for t in tensors]
+            if keep:
+                parsed.model.graph.initializer.extend(tensors)
+        batch = [piece] if small else []
+        if weight and not small:
+            _read_weight(buf, piece, parsed, keep)
+
+
+def _read_weight(buf, piece: Field, parsed: _Parsed, keep: bool) -> None:
+    """A large initializer (its header) or a sparse initializer (large tensors stripped)."""
+    graph = parsed.model.graph
+    if piece.number == _GRAPH_INITIALIZER:
+        proto, string_bytes = _initializer_header(buf, piece.value_start, piece.end)
+        parsed.initializers.append(tensor_header(proto, string_bytes))
+        if keep:
+            graph.initializer.append(proto)
+        return
+    data = _stripped(buf, piece.value_start, piece.end, _SPARSE)
+    sparse = onnx.SparseTensorProto.FromString(data)
+    parsed.sparse.append(sparse)
+    parsed.parsed.append(("SparseTensorProto", data))
+    parsed.initializers.append(sparse_header(sparse))
+    if keep:
+        graph.sparse_initializer.append(sparse)
 
 
 def _stripped(buf, start: int, end: int, kind: int) -> bytes:
@@ -254,13 +281,9 @@ def _joined(buf, pieces: list[slice | Field], kind: int, drop: frozenset[int]) -
     return b"".join(parts)
 
 
-def _initializer_proto(buf, start: int, end: int) -> tuple[TensorProto, int | None]:
-    """The initializer at ``buf[start:end]``: whole when small, else its header without data
-    (and the byte size of any string data skipped)."""
-    # Speed: the C++ parser reads a small tensor whole faster than Python can split it. Large
-    # tensors still have their data skipped, so memory stays bounded.
-    if end - start <= SMALL_TENSOR_BYTES:
-        return TensorProto.FromString(buf[start:end]), None
+def _initializer_header(buf, start: int, end: int) -> tuple[TensorProto, int]:
+    """The large initializer at ``buf[start:end]`` without its data, and the byte size of any
+    string data skipped."""
     pieces = split_message(buf, start, end, _TENSOR_DATA_FIELDS, end - start)
     header = TensorProto.FromString(_joined(buf, pieces, _TENSOR, _TENSOR_DATA_FIELDS))
     strings = sum(p.end - p.value_start for p in pieces if isinstance(p, Field) and p.number == _TENSOR_STRING_DATA)
@@ -289,15 +312,14 @@ def _check_external_locations(model_path: Path, parsed: _Parsed) -> None:
     top-level initializers (from their headers) and sparse initializers, and, when a "location"
     key appears anywhere in what protobuf parsed, every tensor in nodes, bodies and functions."""
     base = model_path.resolve().parent
-    tensors: Iterator[tuple[str, TensorProto]] = iter(())
-    if any(_LOCATION_KEY in data for _, data in parsed.parsed):
-        tensors = _nested_tensors(parsed.model)
-    located = [(f"initializer {i.name!r}", i.external_location) for i in parsed.initializers]
+    located = [(f"initializer {i.name!r}", i.external_location) for i in parsed.initializers
+               if i.external_location is not None]
     for sparse in parsed.sparse:
-        located += [(f"sparse initializer {sparse.values.name!r}", tensor_header(t).external_location)
-                    for t in (sparse.values, sparse.indices)]
-    located_nested = ((what, tensor_header(t).external_location) for what, t in tensors)
-    for what, location in (*located, *located_nested):
+        what = f"sparse initializer {sparse.values.name!r}"
+        located += [(what, tensor_header(t).external_location) for t in (sparse.values, sparse.indices)]
+    if any(_LOCATION_KEY in data for _, data in parsed.parsed):
+        located += [(what, tensor_header(t).external_location) for what, t in _nested_tensors(parsed.model)]
+    for what, location in located:
         problem = None if location is None else _location_problem(base, location)
         if problem:
             raise ModelError(f"{model_path}: {what} points to external data at {location!r}, {problem}; "
@@ -411,36 +433,35 @@ def _compatibility_warnings(model: ModelProto, opsets: dict[str, int], nodes: li
 
 
 def _topological_order(path: Path, graph: ModelGraph) -> list[int]:
-    """Kahn's algorithm over top-level nodes (edges from the graph's producer index); refuses
-    cycles and inputs nothing produces."""
-    nodes, producers = graph.nodes, graph.producers
+    """Kahn's algorithm over top-level nodes, on the graph's own producer/consumer index; refuses
+    cycles and inputs nothing produces. A node waits for one edge per input slot; of the nodes a
+    finished node makes ready, the lower index goes first (a depth-first order, as before the
+    index existed)."""
+    nodes, producers, consumers = graph.nodes, graph.producers, graph.consumers
     graph_inputs = {v.name for v in graph.listed_inputs} | set(graph.initializers)
-    successors: list[list[int]] = [[] for _ in nodes]
-    indegree = [0] * len(nodes)
+    waiting = [0] * len(nodes)
     for node in nodes:
-        for name in set(node.inputs):
-            if not name:
-                continue
-            src = producers.get(name)
-            if src is None:
-                if name not in graph_inputs:
-                    raise ModelError(
-                        f"{path}: node {node.name!r} reads tensor {name!r}, which no node, graph input "
-                        "or initializer provides (dangling reference)")
-                continue
-            successors[src.index].append(node.index)
-            indegree[node.index] += 1
-    ready = [n.index for n in nodes if indegree[n.index] == 0]
-    ready.reverse()
+        for name in node.inputs:
+            if name in producers:
+                waiting[node.index] += 1
+            elif name and name not in graph_inputs:
+                raise ModelError(f"{path}: node {node.name!r} reads tensor {name!r}, which no node, graph input "
+                                 "or initializer provides (dangling reference)")
+    ready = [n.index for n in reversed(nodes) if not waiting[n.index]]
     order: list[int] = []
     while ready:
-        current = ready.pop()
-        order.append(current)
-        for nxt in successors[current]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                ready.append(nxt)
+        current = nodes[ready.pop()]
+        order.append(current.index)
+        now_ready = []
+        for name in current.outputs:
+            for reader in consumers.get(name, ()) if name else ():
+                waiting[reader.index] -= 1
+                if not waiting[reader.index]:
+                    now_ready.append(reader.index)
+        if len(now_ready) > 1 and len(current.outputs) > 1:
+            now_ready.sort()  # readers of different outputs: lower index first, as for a single output
+        ready += now_ready
     if len(order) != len(nodes):
-        stuck = next(n.name for n in nodes if indegree[n.index] > 0)
+        stuck = next(n.name for n in nodes if waiting[n.index] > 0)
         raise ModelError(f"{path}: the graph has a cycle (node {stuck!r} depends on its own output)")
     return order
