@@ -222,3 +222,29 @@ def test_model_argument_parsing():
     assert intake.model_argument(["--model", "x.onnx", "--other"]) == "x.onnx"
     assert intake.model_argument(["-q", "tests/test_x.py"]) is None
     assert intake.model_argument(["--mod", "x.onnx"]) is None  # no abbreviations of --model
+
+
+def test_hashing_a_large_model_shows_a_sidebar_progress_bar_that_goes_away():
+    """``_hash_progress`` is what ``state.select`` reports to while it hashes a model picked by
+    path: a bar in the sidebar, with how far it is, gone once the file is read."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from dashboard.views import intake
+
+        report = intake._hash_progress("big <model>.onnx")
+        report(1 << 20, 2 << 20)  # below the size that earns a bar: nothing
+        total = 3 << 30
+        report(total // 4, total)
+        if st.session_state.get("finish"):
+            report(total, total)
+
+    at = AppTest.from_function(script).run()
+    bars = at.sidebar.get("progress")
+    assert len(bars) == 1 and bars[0].proto.value == 25
+    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MB of 3.0 GB"  # escaped: the name is text
+    at.session_state["finish"] = True
+    at.run()
+    assert not at.sidebar.get("progress")

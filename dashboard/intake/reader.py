@@ -65,6 +65,14 @@ KNOWN_DOMAINS = frozenset({
 DIGEST_CHUNK = 1 << 22
 WEIGHT_BATCH_BYTES = 16 << 20  # small initializers parsed per protobuf call, at most
 Progress = Callable[[int, int], None]
+_default_progress: list[Progress] = []
+
+
+def report_digest_progress(progress: Progress | None) -> None:
+    """Where ``file_digest`` reports when its caller passes no callback: the command line points
+    this at stderr once, so every command that hashes a large model (on any thread, deep inside
+    partition or timeline) shows it is alive without each call site passing a callback."""
+    _default_progress[:] = [progress] if progress else []
 
 
 def file_digest(path: str | os.PathLike, progress: Progress | None = None) -> str:
@@ -72,6 +80,7 @@ def file_digest(path: str | os.PathLike, progress: Progress | None = None) -> st
     total)`` is called after every chunk (4 MB): hashing a multi-GB model takes seconds."""
     import hashlib  # here: the classify command never hashes, and hashlib costs a few ms to import
 
+    progress = progress or next(iter(_default_progress), None)
     digest = hashlib.blake2b(digest_size=16)
     with open(path, "rb") as handle:
         total, done = os.fstat(handle.fileno()).st_size, 0
