@@ -20,7 +20,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard.errors import UserError
-from dashboard.intake.overview import human_bytes
+from dashboard.intake.overview import counts as overview_counts, human_bytes
 from dashboard.intake import uploads
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import state
@@ -173,8 +173,11 @@ def _current_model() -> None:
         return
     graph = state.loaded_graph()
     st.markdown(f":material/deployed_code: **{md(selected.name, 60)}**")
-    nodes = len(graph.nodes)
-    st.caption(f"{SOURCE_LABEL[selected.source]} · {nodes:,} node{'' if nodes == 1 else 's'} · "
+    counts = overview_counts(graph)
+    nodes = f"{counts.nodes:,} node{'' if counts.nodes == 1 else 's'}"
+    if counts.bodies:
+        nodes += f" ({counts.body_nodes:,} inside control flow)"
+    st.caption(f"{SOURCE_LABEL[selected.source]} · {nodes} · "
                f"{human_bytes(graph.file_bytes)} · digest `{selected.digest[:10]}`")
 
 
