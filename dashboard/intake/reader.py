@@ -449,13 +449,13 @@ def _topological_order(path: Path, graph: ModelGraph) -> list[int]:
     nodes, producers, consumers = graph.nodes, graph.producers, graph.consumers
     graph_inputs = {v.name for v in graph.listed_inputs} | set(graph.initializers)
     waiting = [0] * len(nodes)
-    for node in nodes:
-        for name in node.inputs:
-            if name in producers:
-                waiting[node.index] += 1
-            elif name and name not in graph_inputs:
-                raise ModelError(f"{path}: node {node.name!r} reads tensor {name!r}, which no node, graph input "
-                                 "or initializer provides (dangling reference)")
+    for name, readers in consumers.items():  # in the order nodes first read each tensor
+        if name in producers:
+            for reader in readers:
+                waiting[reader.index] += 1
+        elif name not in graph_inputs:
+            raise ModelError(f"{path}: node {readers[0].name!r} reads tensor {name!r}, which no node, graph "
+                             "input or initializer provides (dangling reference)")
     ready = [n.index for n in reversed(nodes) if not waiting[n.index]]
     order: list[int] = []
     while ready:
@@ -463,7 +463,7 @@ def _topological_order(path: Path, graph: ModelGraph) -> list[int]:
         order.append(current.index)
         now_ready = []
         for name in current.outputs:
-            for reader in consumers.get(name, ()) if name else ():
+            for reader in consumers.get(name, ()):
                 waiting[reader.index] -= 1
                 if not waiting[reader.index]:
                     now_ready.append(reader.index)
