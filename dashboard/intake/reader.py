@@ -201,7 +201,7 @@ class _Parsed:
     model: ModelProto
     initializers: list[Initializer] = field(default_factory=list)
     sparse: list[onnx.SparseTensorProto] = field(default_factory=list)
-    parsed: list[tuple[str, bytes]] = field(default_factory=list)
+    buffers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 def _parse(buf, keep_initializers: bool = False) -> _Parsed:
@@ -212,7 +212,7 @@ def _parse(buf, keep_initializers: bool = False) -> _Parsed:
     re-encoded without that tensor's data first."""
     top = split_message(buf, 0, len(buf), frozenset({_MODEL_GRAPH}), SMALL_TENSOR_BYTES)
     rest = _joined(buf, top, _MODEL, frozenset({_MODEL_GRAPH}))
-    parsed = _Parsed(ModelProto.FromString(rest), parsed=[("ModelProto", rest)])
+    parsed = _Parsed(ModelProto.FromString(rest), buffers=[("ModelProto", rest)])
     graph = parsed.model.graph  # parsed in place: copying a 20,000-node graph afterwards costs ~50 ms
     graph_fields = [f for f in top if isinstance(f, Field) and f.number == _MODEL_GRAPH and f.wire_type == LENGTH]
     if graph_fields:
@@ -222,7 +222,7 @@ def _parse(buf, keep_initializers: bool = False) -> _Parsed:
         _read_weights(buf, pieces, parsed, keep_initializers)
         data = _joined(buf, pieces, _GRAPH, _GRAPH_WEIGHTS)
         graph.MergeFromString(data)
-        parsed.parsed.append(("GraphProto", data))
+        parsed.buffers.append(("GraphProto", data))
     return parsed
 
 
@@ -260,7 +260,7 @@ def _read_weight(buf, piece: Field, parsed: _Parsed, keep: bool) -> None:
     data = _stripped(buf, piece.value_start, piece.end, _SPARSE)
     sparse = onnx.SparseTensorProto.FromString(data)
     parsed.sparse.append(sparse)
-    parsed.parsed.append(("SparseTensorProto", data))
+    parsed.buffers.append(("SparseTensorProto", data))
     parsed.initializers.append(sparse_header(sparse))
     if keep:
         graph.sparse_initializer.append(sparse)
@@ -304,7 +304,7 @@ def _initializer_header(buf, start: int, end: int) -> tuple[TensorProto, int]:
 def _check_text(model_path: Path, parsed: _Parsed) -> None:
     """Every string field protobuf parsed, and every initializer name, is valid UTF-8: protobuf
     hands out ``bytes`` for one that is not, and no name may be ``bytes``."""
-    if all(utf8.is_valid(message, data) for message, data in parsed.parsed):
+    if all(utf8.is_valid(message, data) for message, data in parsed.buffers):
         found = next((("initializer name", i.name) for i in parsed.initializers if not isinstance(i.name, str)), None)
     else:  # the slow walk that says where, only now that it is needed
         found = utf8.first_invalid(parsed.model) or next(
@@ -326,7 +326,7 @@ def _check_external_locations(model_path: Path, parsed: _Parsed) -> None:
     for sparse in parsed.sparse:
         what = f"sparse initializer {sparse.values.name!r}"
         located += [(what, tensor_header(t).external_location) for t in (sparse.values, sparse.indices)]
-    if any(_LOCATION_KEY in data for _, data in parsed.parsed):
+    if any(_LOCATION_KEY in data for _, data in parsed.buffers):
         located += [(what, tensor_header(t).external_location) for what, t in _nested_tensors(parsed.model)]
     for what, location in located:
         problem = None if location is None else _location_problem(base, location)
