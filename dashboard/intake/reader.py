@@ -75,13 +75,19 @@ def report_digest_progress(progress: Progress | None) -> None:
     _default_progress[:] = [progress] if progress else []
 
 
+def content_hasher():
+    """The hash behind ``file_digest``, for code that sees the bytes go by (an upload being
+    written) and must arrive at the same digest."""
+    import hashlib  # here: the classify command never hashes, and hashlib costs a few ms to import
+
+    return hashlib.blake2b(digest_size=16)
+
+
 def file_digest(path: str | os.PathLike, progress: Progress | None = None) -> str:
     """Content hash used as the cache key for everything derived from a model. ``progress(done,
     total)`` is called after every chunk (4 MB): hashing a multi-GB model takes seconds."""
-    import hashlib  # here: the classify command never hashes, and hashlib costs a few ms to import
-
     progress = progress or next(iter(_default_progress), None)
-    digest = hashlib.blake2b(digest_size=16)
+    digest = content_hasher()
     with open(path, "rb") as handle:
         total, done = os.fstat(handle.fileno()).st_size, 0
         for chunk in iter(lambda: handle.read(DIGEST_CHUNK), b""):

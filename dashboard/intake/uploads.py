@@ -21,7 +21,6 @@ never removed: an upload that does not fit next to them is refused.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dashboard.errors import UserError
-from dashboard.intake.reader import DIGEST_CHUNK
+from dashboard.intake.reader import DIGEST_CHUNK, content_hasher
 
 ENV_DIR = "QNN_LAB_UPLOAD_DIR"
 ENV_QUOTA = "QNN_LAB_UPLOAD_QUOTA"
@@ -96,7 +95,7 @@ def store(source: BinaryIO, size: int) -> Lease:
     root = upload_root()
     handle = tempfile.NamedTemporaryFile(dir=root, prefix=".part-", delete=False)  # 0600
     try:
-        digest = hashlib.blake2b(digest_size=16)  # file_digest's hash: the same key everywhere
+        digest = content_hasher()  # file_digest's: the same key everywhere
         with handle:
             for chunk in iter(lambda: source.read(DIGEST_CHUNK), b""):
                 digest.update(chunk)
