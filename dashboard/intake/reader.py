@@ -115,7 +115,8 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     size = model_path.stat().st_size
     if size == 0:
         raise ModelError(f"{model_path}: file is empty")
-    with open(model_path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with open(model_path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
+            memoryview(mapped) as buf:
         _refuse_known_non_onnx(model_path, buf)
         try:
             with _gc_paused():
@@ -192,7 +193,8 @@ def load_structure(path: str | os.PathLike) -> ModelProto:
     inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
     For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
     ``load_model`` first: this assumes a file it accepted."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
+            memoryview(mapped) as buf:
         return _parse(buf, keep_initializers=True).model
 
 
