@@ -381,9 +381,9 @@ def build_nodes(protos) -> list[Node]:
     """``Node``s for the NodeProtos of one graph (top level or body), in order. Each field is read
     from protobuf once (a read builds a new Python object): this runs for every node of a graph."""
     protos = list(protos)
-    raw = [(n.name, n.op_type) for n in protos]
-    names = stable_node_names(raw)
-    return [built(Node, index=i, name=names[i], onnx_name=raw[i][0], op_type=raw[i][1], domain=n.domain,
+    onnx_names, op_types = [n.name for n in protos], [n.op_type for n in protos]
+    names = stable_node_names(list(zip(onnx_names, op_types)))
+    return [built(Node, index=i, name=names[i], onnx_name=onnx_names[i], op_type=op_types[i], domain=n.domain,
                   inputs=tuple(n.input[:]), outputs=tuple(n.output[:]), proto=n,
                   subgraphs=sum(a.type in _GRAPH_ATTRIBUTES for a in attributes) if (attributes := n.attribute) else 0)
             for i, n in enumerate(protos)]
