@@ -61,14 +61,14 @@ def dtype_bits(elem_type: int) -> int:
 T = TypeVar("T")
 
 
-def built(cls: type[T], **fields) -> T:
-    """An instance of the frozen dataclass ``cls`` with every field given, made without calling its
-    ``__init__``. Why: a frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``, which doubles the cost of the tens of thousands of nodes and tensor
-    headers a large graph needs. The result is the same object (no field here has a
+def built(cls: type[T], fields: dict) -> T:
+    """An instance of the frozen dataclass ``cls`` whose ``__dict__`` is ``fields`` (every field
+    given), made without calling its ``__init__``. Why: a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``, which doubles the cost of the tens of thousands of nodes
+    and tensor headers a large graph needs. The result is the same object (no field here has a
     ``__post_init__``), still frozen afterwards."""
     instance = object.__new__(cls)
-    instance.__dict__.update(fields)
+    object.__setattr__(instance, "__dict__", fields)
     return instance
 
 
@@ -346,8 +346,8 @@ def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initi
         location = entries.get("location", "")
         if "length" in entries and entries["length"].isdigit():
             nbytes = int(entries["length"])
-    return built(Initializer, name=header.name, dtype=dtype_name(data_type), shape=shape, nbytes=nbytes,
-                 external_location=location)
+    return built(Initializer, {"name": header.name, "dtype": dtype_name(data_type), "shape": shape, "nbytes": nbytes,
+                               "external_location": location})
 
 
 def sparse_header(sparse: onnx.SparseTensorProto) -> Initializer:
@@ -367,7 +367,7 @@ def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
     tensor = type_proto.tensor_type
     elem_type = tensor.elem_type
     shape = tuple(_dim(d) for d in tensor.shape.dim) if tensor.HasField("shape") else None
-    return built(TensorSpec, name=name, dtype=dtype_name(elem_type), elem_type=elem_type, shape=shape)
+    return built(TensorSpec, {"name": name, "dtype": dtype_name(elem_type), "elem_type": elem_type, "shape": shape})
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
@@ -383,10 +383,10 @@ def build_nodes(protos) -> list[Node]:
     protos = list(protos)
     onnx_names, op_types = [n.name for n in protos], [n.op_type for n in protos]
     names = stable_node_names(list(zip(onnx_names, op_types)))
-    return [built(Node, index=i, name=names[i], onnx_name=onnx_names[i], op_type=op_types[i], domain=n.domain,
-                  inputs=tuple(n.input[:]), outputs=tuple(n.output[:]), proto=n,
-                  subgraphs=sum(a.type in _GRAPH_ATTRIBUTES for a in attributes) if (attributes := n.attribute) else 0)
-            for i, n in enumerate(protos)]
+    return [built(Node, {"index": i, "name": names[i], "onnx_name": onnx_names[i], "op_type": op_types[i],
+                         "domain": n.domain, "inputs": tuple(n.input[:]), "outputs": tuple(n.output[:]),
+                         "subgraphs": sum(a.type in _GRAPH_ATTRIBUTES for a in attrs) if (attrs := n.attribute) else 0,
+                         "proto": n}) for i, n in enumerate(protos)]
 
 
 def build_subgraph(graph: GraphProto) -> SubGraph:

@@ -8,10 +8,13 @@ skipped by length and never copied.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
 VARINT, FIXED64, LENGTH, GROUP_START, GROUP_END, FIXED32 = 0, 1, 2, 3, 4, 5
+
+
+# For each byte: is it a one-byte tag (field numbers 1-15) of a length-delimited field?
+_LENGTH_TAGS = tuple(8 <= tag < 0x80 and tag & 7 == LENGTH for tag in range(256))
 
 
 class WireError(ValueError):
@@ -83,28 +86,33 @@ def split_message(buf, start: int, end: int, special: frozenset[int], large: int
     keep as they are; a ``Field`` is one whose number is in ``special``, or one that is
     length-delimited and longer than ``large`` bytes, for the caller to handle.
 
-    This is the loop over every node of a graph (tens of thousands of fields), so the common case
-    (a one-byte tag of an ordinary length-delimited field, with a one- or two-byte length) is
-    decoded inline from a table of such tags and costs no object at all; anything else goes
+    This is the loop over every node and initializer of a graph (tens of thousands of fields), so
+    the common case (a one-byte tag of a length-delimited field, with a length of up to three
+    bytes) is decoded inline, and an ordinary field costs no object at all; anything else goes
     through the general decoder. The caller hands each run to protobuf in one piece. Indexing a
     ``memoryview`` of the file is the fastest way Python reads its bytes one at a time.
     """
-    ordinary = _ordinary_tags(special)
     pieces: list[slice | Field] = []
     run = pos = start
     while pos < end:
-        if ordinary[buf[pos]] and pos + 2 < end:
-            length = buf[pos + 1]
-            if length < 0x80:
-                if length <= large and pos + 2 + length <= end:
-                    pos += 2 + length
+        tag = buf[pos]
+        if _LENGTH_TAGS[tag] and pos + 3 < end:  # one-byte tag, length-delimited: length decoded here
+            length, value_start = buf[pos + 1], pos + 2
+            if length >= 0x80:
+                length, value_start = length & 0x7F | (buf[pos + 2] & 0x7F) << 7, pos + 3
+                if buf[pos + 2] >= 0x80:
+                    length, value_start = length | (buf[pos + 3] & 0x7F) << 14, pos + 4
+                    if buf[pos + 3] >= 0x80:  # four bytes or more: the general decoder
+                        value_start = -1
+            if 0 <= value_start and value_start + length <= end:
+                if length <= large and (tag >> 3) not in special:
+                    pos = value_start + length
                     continue
-            elif buf[pos + 2] < 0x80:
-                length = (length & 0x7F) | buf[pos + 2] << 7
-                if length <= large and pos + 3 + length <= end:
-                    pos += 3 + length
-                    continue
-        field = _next_field(buf, pos, end)
+                field = Field(tag >> 3, LENGTH, pos, value_start, value_start + length)
+            else:
+                field = _next_field(buf, pos, end)
+        else:
+            field = _next_field(buf, pos, end)
         if field.number not in special and (field.wire_type != LENGTH or field.end - field.value_start <= large):
             pos = field.end
             continue
@@ -115,12 +123,6 @@ def split_message(buf, start: int, end: int, special: frozenset[int], large: int
     if run < end:
         pieces.append(slice(run, end))
     return pieces
-
-
-@lru_cache(maxsize=None)
-def _ordinary_tags(special: frozenset[int]) -> tuple[bool, ...]:
-    """For each one-byte tag: a length-delimited field of number 1-15 not in ``special``."""
-    return tuple(8 <= tag < 0x80 and tag & 7 == LENGTH and tag >> 3 not in special for tag in range(256))
 
 
 def encode_varint(value: int) -> bytes:
