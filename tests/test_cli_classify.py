@@ -159,9 +159,10 @@ def test_bench_prints_the_ratios_measured_in_the_same_run():
     for text in ("[1/5] generating a node-heavy decoder", "onnx.load", "load_model", "classify_refined",
                  "classify / onnx.load", "(load_model + classify) / onnx.load", "(EP GenAI, refined GenAI)"):
         assert text in out, text
-    for graph in ("node-heavy", "weight-heavy"):  # both process ratios, wall and CPU
-        assert sum(1 for line in out.splitlines() if line.strip().startswith(graph) and "classify process" in line
-                   and "x  (target <= 1.5" in line) == 2, out
+    for graph in ("node-heavy", "weight-heavy"):  # both process ratios, wall and CPU (node-heavy twice more
+        lines = [line for line in out.splitlines()  # when the environment does not cache bytecode)
+                 if line.strip().startswith(graph) and "classify process" in line and "x  (target <= 1.5" in line]
+        assert len(lines) == (4 if graph == "node-heavy" and os.environ.get("PYTHONDONTWRITEBYTECODE") else 2), out
 
 
 def test_bench_rejects_nonsense_sizes():
