@@ -9,6 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from dashboard.intake import uploads
 from dashboard.intake.reader import file_digest
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import intake
@@ -37,9 +38,10 @@ def upload(at, name: str, data: bytes) -> None:
 
 
 @pytest.fixture(autouse=True)
-def upload_root(tmp_path, monkeypatch):
+def upload_root(tmp_path, monkeypatch) -> Path:
     """Uploads land in the test's folder, not in the machine's temp directory."""
-    monkeypatch.setattr(intake, "UPLOAD_ROOT", tmp_path / "uploads")
+    monkeypatch.setenv(uploads.ENV_DIR, str(tmp_path / "uploads"))
+    return tmp_path / "uploads"
 
 
 def test_first_sample_is_selected_without_arguments(app):
@@ -156,7 +158,7 @@ def test_empty_path_is_an_error(app):
     assert errors(at) and selected(at) == before
 
 
-def test_upload_is_stored_under_its_digest_with_its_name(app):
+def test_upload_is_stored_under_its_digest_and_shown_by_its_name(app, upload_root):
     data = sample_path("cnn_classifier.onnx").read_bytes()
     at = app().run()
     upload(at, "resnet-ish.onnx", data)
@@ -164,9 +166,10 @@ def test_upload_is_stored_under_its_digest_with_its_name(app):
     model = selected(at)
     assert (model.name, model.source) == ("resnet-ish.onnx", "upload")
     path = Path(model.path)
-    assert path.name == "resnet-ish.onnx" and path.read_bytes() == data
+    assert path.read_bytes() == data
     assert path.parent.name == model.digest == file_digest(path)
-    assert path.parent.parent == intake.UPLOAD_ROOT
+    assert path.parent.parent == upload_root
+    assert "resnet-ish.onnx" in at.sidebar.markdown[0].value.replace("\\", "")
 
 
 def test_bad_upload_keeps_the_previous_model(app):
@@ -178,14 +181,15 @@ def test_bad_upload_keeps_the_previous_model(app):
     assert selected(at) == before
 
 
-def test_hostile_upload_name_stays_inside_the_upload_folder(app):
+def test_hostile_upload_name_stays_inside_the_upload_folder(app, upload_root):
     data = sample_path("cnn_classifier.onnx").read_bytes()
     at = app().run()
     upload(at, "../../../etc/<script>x</script>" + "n" * 400 + ".onnx", data)
     assert not at.exception and not errors(at)
     path = Path(selected(at).path)
-    assert path.parent.parent == intake.UPLOAD_ROOT
-    assert path.suffix == ".onnx" and len(path.name.encode()) <= intake.MAX_NAME_BYTES
+    assert path.parent.parent == upload_root
+    name = selected(at).name
+    assert name.endswith(".onnx") and "/" not in name and len(name.encode()) <= intake.MAX_NAME_BYTES
     assert "<script>" not in at.sidebar.markdown[0].value
 
 
@@ -218,3 +222,29 @@ def test_model_argument_parsing():
     assert intake.model_argument(["--model", "x.onnx", "--other"]) == "x.onnx"
     assert intake.model_argument(["-q", "tests/test_x.py"]) is None
     assert intake.model_argument(["--mod", "x.onnx"]) is None  # no abbreviations of --model
+
+
+def test_hashing_a_large_model_shows_a_sidebar_progress_bar_that_goes_away():
+    """``_hash_progress`` is what ``state.select`` reports to while it hashes a model picked by
+    path: a bar in the sidebar, with how far it is, gone once the file is read."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from dashboard.views import intake
+
+        report = intake._hash_progress("big <model>.onnx")
+        report(1 << 20, 2 << 20)  # below the size that earns a bar: nothing
+        total = 3 << 30
+        report(total // 4, total)
+        if st.session_state.get("finish"):
+            report(total, total)
+
+    at = AppTest.from_function(script).run()
+    bars = at.sidebar.get("progress")
+    assert len(bars) == 1 and bars[0].proto.value == 25
+    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MB of 3.0 GB"  # escaped: the name is text
+    at.session_state["finish"] = True
+    at.run()
+    assert not at.sidebar.get("progress")

@@ -208,3 +208,83 @@ def test_every_zoo_model_renders_both_pages(app, tmp_path):
         if not shown or overview_issues or at.exception or at.error:
             problems.append((path.name, shown, [e.value for e in [*overview_issues, *at.exception, *at.error]]))
     assert not problems
+
+
+def _work_inside_an_if(tmp_path):
+    """A model shaped like a real scripted export: five top-level nodes around an If whose branch
+    holds a Loop with the real work (STFT, Conv, LSTM) and the weights, two bodies deep."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    weights = [numpy_helper.from_array(np.ones((8, 1, 3), np.float32), "conv_w"),
+               numpy_helper.from_array(np.ones((1, 64, 8), np.float32), "lstm_w"),
+               numpy_helper.from_array(np.ones((1, 64, 16), np.float32), "lstm_r")]
+    loop_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("STFT", ["frames", "step"], ["spectrum"], name="stft"),
+         helper.make_node("Conv", ["spectrum", "conv_w"], ["features"], name="conv"),
+         helper.make_node("LSTM", ["features", "lstm_w", "lstm_r"], ["hidden"], name="lstm", hidden_size=16),
+         helper.make_node("Relu", ["hidden"], ["state_out"], name="relu")],
+        "loop_body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+                      vi("frames", TensorProto.FLOAT, None)],
+        [vi("cond_out", TensorProto.BOOL, []), vi("state_out", TensorProto.FLOAT, None)], weights)
+    then_branch = helper.make_graph([helper.make_node("Loop", ["trip", "", "audio"], ["looped"], name="loop",
+                                                      body=loop_body)],
+                                    "then_branch", [], [vi("looped", TensorProto.FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["audio"], ["passed"], name="pass_through")],
+                                    "else_branch", [], [vi("passed", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["audio"], ["shape"], name="shape"),
+         helper.make_node("Size", ["shape"], ["rank"], name="rank"),
+         helper.make_node("Equal", ["rank", "two"], ["is_batch"], name="is_batch"),
+         helper.make_node("If", ["is_batch"], ["out"], name="choose", then_branch=then_branch, else_branch=else_branch),
+         helper.make_node("Identity", ["out"], ["y"], name="result")],
+        "scripted", [vi("audio", TensorProto.FLOAT, ["batch", "samples"]), vi("trip", TensorProto.INT64, []),
+                     vi("step", TensorProto.INT64, [])], [vi("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(2, np.int64), "two")])
+    path = tmp_path / "scripted.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _all_nodes(graph):
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for body in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from _all_nodes(body)
+
+
+def test_counts_include_what_runs_inside_control_flow_bodies(app, tmp_path):
+    from dashboard.intake.overview import human_bytes
+
+    path = _work_inside_an_if(tmp_path)
+    proto = onnx.load(path)
+    nodes = list(_all_nodes(proto.graph))
+    at = overview(app, path)
+    assert not at.exception and not at.error
+    assert metric(at, "Nodes") == f"{len(nodes):,}" == "12"
+    nodes_help = next(m.proto.help for m in at.metric if m.label == "Nodes")
+    assert nodes_help == f"{len(proto.graph.node)} at the top level + {len(nodes) - len(proto.graph.node)} inside " \
+                         "control-flow bodies"
+    assert metric(at, "Op types") == str(len({n.op_type for n in nodes}))
+    body_weights = sum(np.prod(t.dims) * 4 for t in proto.graph.node[3].attribute[1].g.node[0].attribute[0].g.initializer)
+    assert metric(at, "Weights") == human_bytes(int(body_weights) + 8)  # the body's three plus the top level's 'two'
+    note = unescape(next(i.value for i in at.info if "control-flow" in i.value))
+    assert "7 of the 12 nodes run inside 3 control-flow bodies" in note and "2 deep" in note
+    assert any("12 nodes (7 inside control flow)" in c.value for c in at.sidebar.caption)
+    sizes = dict(next(d.value for d in at.dataframe if "what" in d.value.columns).values)
+    assert sizes["weights inside control-flow bodies"] == human_bytes(int(body_weights))
+
+    [chart] = at.get("plotly_chart")
+    traces = {t["name"]: t for t in json.loads(chart.proto.spec)["data"]}
+    labels = json.loads(chart.proto.spec)["layout"]["yaxis"]["ticktext"]
+
+    def bars(name):
+        trace = traces[name]
+        return {labels[int(y)]: int(x) for x, y in zip(plotly_array(trace["x"]), plotly_array(trace["y"])) if x}
+
+    inside = Counter(n.op_type for n in nodes) - Counter(n.op_type for n in proto.graph.node)
+    assert bars("ai.onnx · inside bodies") == dict(inside)
+    assert bars("ai.onnx") == dict(Counter(n.op_type for n in proto.graph.node))
+    assert {"LSTM", "Conv", "STFT"} <= set(bars("ai.onnx · inside bodies"))

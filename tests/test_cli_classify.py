@@ -153,13 +153,16 @@ def test_classify_never_imports_ui_or_runtime_packages(zoo_dir):
 
 
 def test_bench_prints_the_ratios_measured_in_the_same_run():
-    done = cli("bench", "--nodes", "300", "--repeat", "1", timeout=300)
+    done = cli("bench", "--nodes", "300", "--weights-mb", "4", "--repeat", "1", timeout=300)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    for text in ("[1/5] generating a decoder-style graph", "onnx.load", "load_model", "classify_refined",
-                 "classify / onnx.load", "(load_model + classify) / onnx.load",
-                 "classify process / onnx.load process", "(EP GenAI, refined GenAI)"):
+    for text in ("[1/5] generating a node-heavy decoder", "onnx.load", "load_model", "classify_refined",
+                 "classify / onnx.load", "(load_model + classify) / onnx.load", "(EP GenAI, refined GenAI)"):
         assert text in out, text
+    for graph in ("node-heavy", "weight-heavy"):  # both process ratios, wall and CPU (node-heavy twice more
+        lines = [line for line in out.splitlines()  # when the environment does not cache bytecode)
+                 if line.strip().startswith(graph) and "classify process" in line and "x  (target <= 1.5" in line]
+        assert len(lines) == (4 if graph == "node-heavy" and os.environ.get("PYTHONDONTWRITEBYTECODE") else 2), out
 
 
 def test_bench_rejects_nonsense_sizes():

@@ -49,7 +49,7 @@ def test_sample_verdict_evidence_and_upload(tmp_path, hostile_layernorm_model):
     from playwright.sync_api import sync_playwright
 
     llm = next(s for s in SAMPLES if s.file_name == "llm_decoder_kv.onnx")
-    uploads = {"TMPDIR": str(tmp_path)}  # where the app stores the upload
+    uploads = {"QNN_LAB_UPLOAD_DIR": str(tmp_path / "uploads")}  # where the app stores the upload
     # Started as `make run` starts it: a relative --model path after `--`.
     with running_app("--model", f"samples/{llm.file_name}", env=uploads) as app, sync_playwright() as pw:
         browser = launch_chromium(pw)
@@ -90,7 +90,7 @@ def test_sample_verdict_evidence_and_upload(tmp_path, hostile_layernorm_model):
             wait_for_idle(page)
             page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(str(hostile_layernorm_model))
             wait_for_idle(page)
-            stored = list((tmp_path / "qnn-backend-lab-uploads").glob(f"*/{hostile_layernorm_model.name}"))
+            stored = list((tmp_path / "uploads").glob("*/model.onnx"))
             assert len(stored) == 1 and stored[0].read_bytes() == hostile_layernorm_model.read_bytes()
             assert hostile_layernorm_model.name in sidebar_model(page)  # as text, not as an <img>
             assert "<script>alert('x')</script>" in table_text(page, 0)

@@ -12,8 +12,7 @@ import pytest
 from dashboard.errors import UserError
 from dashboard.messages import event_from_json
 from dashboard.timeline.model import (Event, Phase, Request, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
-                                      compute_metrics,
-                                      percentile, phases, requests_csv, strategy_table)
+                                      compute_metrics, percentile, phases, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun
 
 # A migration as the runner records it: CPU serves from 10 ms, the HTP session is created

@@ -630,6 +630,134 @@ def test_inside_locations_accepted(tmp_path):
     assert load_model(_model_with_external(tmp_path, "sub/../w.bin")).external_bytes == 64
 
 
+def _external_tensor(name: str, location: str) -> TensorProto:
+    tensor = numpy_helper.from_array(np.ones((4, 4), np.float32), name)
+    set_external_data(tensor, location=location, offset=0, length=64)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    return tensor
+
+
+def _one_node_model(node: onnx.NodeProto, output: str = "y", **graph_fields) -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [4, 4]), vi("flag", TensorProto.BOOL, [])],
+                              [vi(output, TensorProto.FLOAT, [4, 4])], **graph_fields)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _nested_external(kind: str, location: str) -> tuple[onnx.ModelProto, str]:
+    """A model whose only external tensor sits at ``kind``; returns it and the words the refusal
+    must name."""
+    vi = helper.make_tensor_value_info
+    if kind == "constant":
+        node = helper.make_node("Constant", [], ["y"], name="secret", value=_external_tensor("c", location))
+        return _one_node_model(node), "attribute 'value' of node 'secret'"
+    if kind == "sparse values":
+        sparse = helper.make_sparse_tensor(_external_tensor("sv", location),
+                                           numpy_helper.from_array(np.array([0], np.int64), "si"), [16])
+        return _one_node_model(helper.make_node("Identity", ["x"], ["y"], name="id"), sparse_initializer=[sparse]), \
+            "sparse initializer 'sv'"
+    if kind == "sparse indices":
+        indices = _external_tensor("si", location)
+        indices.data_type = TensorProto.INT64
+        sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "sv"), indices, [16])
+        return _one_node_model(helper.make_node("Identity", ["x"], ["y"], name="id"), sparse_initializer=[sparse]), \
+            "sparse initializer 'sv'"
+    if kind == "body initializer, two deep":
+        inner = helper.make_graph([helper.make_node("Add", ["x", "w"], ["z"], name="add")], "inner", [],
+                                  [vi("z", TensorProto.FLOAT, [4, 4])], [_external_tensor("w", location)])
+        then = helper.make_graph([helper.make_node("If", ["flag"], ["z"], name="inner_if", then_branch=inner,
+                                                   else_branch=inner)], "then", [], [vi("z", TensorProto.FLOAT, [4, 4])])
+        node = helper.make_node("If", ["flag"], ["y"], name="outer_if", then_branch=then, else_branch=then)
+        return _one_node_model(node), ("initializer 'w' inside attribute 'else_branch' of node 'inner_if' "
+                                        "inside attribute 'else_branch' of node 'outer_if'")
+    if kind == "attribute of a typed-INT attribute":  # a tensor hidden behind a declared type that says otherwise
+        node = helper.make_node("Identity", ["x"], ["y"], name="id")
+        attribute = helper.make_attribute("alpha", 1)
+        attribute.t.CopyFrom(_external_tensor("hidden", location))
+        node.attribute.append(attribute)
+        return _one_node_model(node), "attribute 'alpha' of node 'id'"
+    assert kind == "function"
+    function = helper.make_function("local", "Secret", [], ["out"], [helper.make_node(
+        "Constant", [], ["out"], name="inside", value=_external_tensor("f", location))], [helper.make_opsetid("", 17)])
+    model = _one_node_model(helper.make_node("Secret", [], ["y"], name="call", domain="local"))
+    model.functions.append(function)
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    return model, "attribute 'value' of node 'inside' in function 'Secret'"
+
+
+NESTED_KINDS = ["constant", "sparse values", "sparse indices", "body initializer, two deep",
+                "attribute of a typed-INT attribute", "function"]
+
+
+@pytest.mark.parametrize("kind", NESTED_KINDS)
+@pytest.mark.parametrize("location", ["/etc/passwd", "../outside/secret.bin"])
+def test_external_location_refused_wherever_the_tensor_sits(tmp_path, outside, kind, location):
+    """One rule for every tensor: a Constant, sparse values and indices, a body's initializer two
+    bodies deep, a tensor behind a wrong declared type, a function's Constant (a FIFO stands in
+    for the target: opening it would block)."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    model, words = _nested_external(kind, location)
+    path = zoo.save(model, model_dir)
+    with pytest.raises(ModelError) as info:
+        _run_guarded(lambda: load_model(path), [outside / "secret.bin"])
+    message = str(info.value)
+    assert "\n" not in message and words in message and repr(location) in message and "refusing" in message
+    assert message.startswith(str(path))
+
+
+@pytest.mark.parametrize("kind", NESTED_KINDS)
+def test_nested_tensors_inside_the_folder_are_accepted(tmp_path, kind):
+    model, _ = _nested_external(kind, "data/w.bin")
+    load_model(zoo.save(model, tmp_path))
+
+
+@pytest.mark.parametrize("location, reason", [("w\0.bin", "NUL byte"), ("sub/\0/../../x", "NUL byte"),
+                                              (b"\xffw.bin", "not valid UTF-8")])
+def test_nul_byte_and_invalid_utf8_locations_are_one_line(tmp_path, location, reason):
+    """``embedded null byte`` used to escape as a ValueError with a traceback."""
+    raw = location if isinstance(location, bytes) else location.encode()
+    path = _model_with_external(tmp_path, "L" * len(raw))  # protobuf cannot write these: patch the bytes
+    data = path.read_bytes()
+    assert data.count(b"L" * len(raw)) == 1
+    path.write_bytes(data.replace(b"L" * len(raw), raw))
+    with pytest.raises(ModelError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert "\n" not in message and reason in message, message
+
+
+def test_classify_cli_refuses_a_constant_reading_etc_passwd(tmp_path):
+    model, _ = _nested_external("constant", "/etc/passwd")
+    path = zoo.save(model, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "dashboard", "classify", str(path)], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [done.stderr.strip()] and "'/etc/passwd'" in done.stderr
+
+
+def test_invalid_utf8_producer_name_is_one_line(tmp_path):
+    """Used to be ``TypeError: sequence item 0: expected str instance, bytes found``."""
+    model = zoo.ZOO["mlp_tabular"].build()
+    model.producer_name = "PRODUCER"
+    path = tmp_path / "producer.onnx"
+    path.write_bytes(model.SerializeToString().replace(b"PRODUCER", b"\xffRODUCER"))
+    with pytest.raises(ModelError, match=r"producer_name is not valid UTF-8 \(b'\\xffRODUCER'\)"):
+        load_model(path)
+
+
+def test_errors_name_the_path_given_not_the_symlink_target(tmp_path):
+    target = tmp_path / "store" / "blob-1234"
+    target.parent.mkdir()
+    target.write_bytes(b"PK\x03\x04" + bytes(64))
+    link = tmp_path / "model.onnx"
+    link.symlink_to(target)
+    with pytest.raises(ModelError) as info:
+        load_model(link)
+    assert str(info.value).startswith(f"{link}: ") and "blob-1234" not in str(info.value)
+
+
 # bad input: one clear line ---------------------------------------------------------------------
 
 def _tiny_model_bytes() -> bytes:
@@ -881,3 +1009,59 @@ def test_load_structure_keeps_small_initializers_and_only_headers_of_large_ones(
     small_path = tmp_path / "small.onnx"
     onnx.save(helper.make_model(small, opset_imports=[helper.make_opsetid("", 17)]), small_path)
     assert load_structure(small_path).graph.initializer[0] == onnx.load(small_path).graph.initializer[0]
+
+
+# hashing shows progress ----------------------------------------------------------------------
+
+def test_file_digest_reports_progress_and_keeps_the_hash(tmp_path):
+    import hashlib
+
+    from dashboard.intake.reader import DIGEST_CHUNK, file_digest
+
+    path = tmp_path / "big.bin"
+    path.write_bytes(np.random.default_rng(5).bytes(3 * DIGEST_CHUNK + 12345))
+    calls = []
+    digest = file_digest(path, lambda done, total: calls.append((done, total)))
+    assert digest == file_digest(path) == hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    size = path.stat().st_size
+    assert [d for d, _ in calls] == [DIGEST_CHUNK, 2 * DIGEST_CHUNK, 3 * DIGEST_CHUNK, size]
+    assert {t for _, t in calls} == {size}
+
+
+def test_commands_show_hashing_progress_of_a_large_model_on_stderr(tmp_path, capsys):
+    """The command line installs a stderr reporter for every hash it makes (partition and timeline
+    hash deep inside, some on a thread); a 300 MB file shows its tenths, a small one nothing."""
+    from dashboard.cli.common import stderr_progress
+    from dashboard.intake import reader
+
+    big, small = tmp_path / "big.onnx", tmp_path / "small.onnx"
+    with open(big, "wb") as handle:
+        handle.truncate(300 << 20)
+    small.write_bytes(b"x" * 1000)
+    reader.report_digest_progress(stderr_progress())
+    try:
+        reader.file_digest(small)
+        assert capsys.readouterr().err == ""
+        reader.file_digest(big)
+    finally:
+        reader.report_digest_progress(None)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "hashing the model:   0% of 0.3 GB" and lines[-1] == "hashing the model: 100% of 0.3 GB"
+    assert len(lines) == 11
+    reader.file_digest(big)
+    assert capsys.readouterr().err == ""  # uninstalled: the library itself never prints
+
+
+def test_cli_main_installs_the_progress_reporter(tmp_path):
+    """After a command ran, a hash in that process shows on stderr (partition and timeline hash
+    with ``file_digest`` after ``main`` has dispatched)."""
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as handle:
+        handle.truncate(300 << 20)
+    script = ("import sys; from dashboard.cli.main import main; from dashboard.intake.reader import file_digest; "
+              "main(['classify', sys.argv[1], '--json']); file_digest(sys.argv[2])")
+    model = zoo.save(zoo.ZOO["mlp_tabular"].build(), tmp_path)
+    done = subprocess.run([sys.executable, "-c", script, str(model), str(big)], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "hashing the model: 100% of 0.3 GB"

@@ -1,5 +1,5 @@
 """Windows on Snapdragon: the runtime side runs there, so no POSIX-only (or Windows-only) call may
-appear outside ``dashboard/runtime/platform.py``; that module's pure functions are tested for both
+appear outside ``dashboard/platform.py``; that module's pure functions are tested for both
 platforms here; the worker side imports nothing the runtime-only ``requirements-worker.txt`` lacks."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.runtime import platform
+from dashboard import platform
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
-PLATFORM_MODULE = PACKAGE / "runtime" / "platform.py"
+PLATFORM_MODULE = PACKAGE / "platform.py"
 
 # What breaks on one of the two platforms (absent, or with another meaning: os.kill with any signal
 # terminates a Windows process; a positive exit code may be an NTSTATUS).
@@ -70,7 +70,7 @@ def test_no_one_platform_call_outside_the_platform_module():
             calls = one_platform_calls(path.read_text(encoding="utf-8"))
             if calls:
                 offenders[str(path.relative_to(ROOT))] = calls
-    assert not offenders, f"move these into dashboard/runtime/platform.py: {offenders}"
+    assert not offenders, f"move these into dashboard/platform.py: {offenders}"
 
 
 def test_the_scan_sees_every_kind_of_use():

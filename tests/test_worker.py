@@ -13,8 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from fake_workers import alive, gone_within, fake_worker, patched_worker
+from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
 from dashboard.intake.reader import file_digest

@@ -20,9 +20,10 @@ The side with more evidence wins; a tie is Unknown, and so is a graph with no ev
 The lead (``margin``) says how sure the verdict is: below ``CONFIDENT_MARGIN`` (one decisive
 signal's worth) it is reported as uncertain.
 
-Cost: one pass over the nodes builds producer/consumer indexes and per-op buckets; every later
-check is a dict lookup or a walk of at most a few hops from a graph input, output or a bucketed
-node, never a rescan of the node list. Attributes are read only where they matter (attention ops
+Cost: the graph's own producer/consumer index (``ModelGraph.producers``/``consumers``, built once
+per graph) and one pass over the nodes for per-op buckets; every later check is a dict lookup or a
+walk of at most a few hops from a graph input, output or a bucketed node, never a rescan of the
+node list. Attributes are read only where they matter (attention ops
 whose causality is an attribute, Constant masks), from ``Node.attributes``, which decodes them on
 first access: the file is never read again. Control-flow bodies (``Node.bodies``) are flattened
 into the index with their formal inputs bound to the outer tensors, so a decoder inside a
@@ -39,7 +40,8 @@ import numpy as np
 from onnx import TensorProto
 
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Scorecard, Signal, decide
-from dashboard.intake.graph import MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, TensorValue
+from dashboard.intake.graph import (MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, TensorValue, consumers_of,
+                                    producers_of)
 
 MIN_EVIDENCE = 2.0  # the weakest signal: any fired evidence can decide, a tie cannot
 # A decisive signal's worth of lead (10) net of the weakest hint against it (token ids, 2): a text
@@ -137,34 +139,39 @@ _PRESENT_HINTS = ("present", "cache", "kv", "key", "value", "past")
 
 @dataclass
 class _Index:
-    """Everything built by the single pass over the nodes (top level plus flattened bodies)."""
+    """The graph's edges (top level plus flattened bodies) and what one pass over the nodes buckets."""
 
     nodes: list[Node]
     inits: dict[str, Initializer]
-    producer: dict[str, Node] = field(default_factory=dict)
-    consumers: dict[str, list[Node]] = field(default_factory=lambda: defaultdict(list))
+    producer: dict[str, Node]
+    consumers: dict[str, list[Node]]
     by_op: dict[str, list[Node]] = field(default_factory=lambda: defaultdict(list))
     ml_nodes: list[Node] = field(default_factory=list)
     control_flow: list[Node] = field(default_factory=list)
 
 
-def _index(nodes: list[Node], inits: dict[str, Initializer]) -> _Index:
-    index = _Index([], inits)
-    _index_add(index, nodes)
+def _index(model: ModelGraph) -> _Index:
+    """The top level's edges are the graph's own index (shared, never mutated here)."""
+    index = _Index(list(model.nodes), model.initializers, model.producers, model.consumers)
+    _bucket(index, model.nodes)
     return index
 
 
 def _index_add(index: _Index, nodes: list[Node]) -> None:
-    producer, consumers, by_op = index.producer, index.consumers, index.by_op
+    """Add flattened body nodes: their edges go into new maps layered over the graph's."""
     index.nodes.extend(nodes)
+    index.producer = {**index.producer, **producers_of(nodes)}
+    consumers = dict(index.consumers)
+    for name, readers in consumers_of(nodes).items():
+        consumers[name] = consumers.get(name, []) + readers
+    index.consumers = consumers
+    _bucket(index, nodes)
+
+
+def _bucket(index: _Index, nodes: list[Node]) -> None:
+    by_op = index.by_op
     for node in nodes:
         by_op[node.op_type].append(node)
-        for name in node.outputs:
-            if name:
-                producer[name] = node
-        for name in node.inputs:
-            if name:
-                consumers[name].append(node)
         if node.domain == ML_DOMAIN:
             index.ml_nodes.append(node)
         if node.subgraphs:
@@ -841,7 +848,7 @@ def classify_refined(model: ModelGraph) -> Classification:
         return Classification(UNKNOWN, 0.0, 0.0, None, [], "The graph has no nodes: nothing to classify.",
                               margin=0.0, confidence="uncertain", explanation="Unknown: the graph has no nodes.",
                               decision_rule=DECISION_RULE)
-    index = _index(model.nodes, model.initializers)
+    index = _index(model)
     top_level_flow = list(index.control_flow)
     flow_notes = _flatten_bodies(index)
     text = _text(model, index)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from dashboard.classify.ep_rules import classify_ep
@@ -68,6 +69,22 @@ def _table(title: str, result: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # One short process around one graph that never becomes garbage (tens of thousands of nodes):
+    # the cyclic collector would only walk it again and again, and once more at exit, which costs
+    # as much as classifying it. So it does not run for this command, and at the end everything is
+    # frozen out of the collection the interpreter makes at exit (reference counting still frees
+    # it; an in-process caller gets its collector back).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(args)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
     result = report(args.model, optimized=args.optimized)
     if args.json:
         from dashboard.cli.common import print_json

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 EXIT_USAGE = 2
 
@@ -34,6 +35,27 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
                              "an unknown key or a value it would ignore is refused with the valid values")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="give up on the runtime worker after this long")
+
+
+PROGRESS_FROM_BYTES = 256 << 20  # smaller files hash in well under a second
+
+
+def stderr_progress() -> Callable[[int, int], None]:
+    """A ``file_digest`` progress callback that shows a large file's hashing on stderr, a line per
+    tenth (one rewritten line on a terminal), so stdout stays clean for ``--json``."""
+    shown = [-1]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if total < PROGRESS_FROM_BYTES or tenth == shown[0]:
+            return
+        shown[0] = tenth
+        terminal = sys.stderr.isatty()
+        text = f"hashing the model: {tenth * 10:3d}% of {total / (1 << 30):.1f} GB"
+        print(("\r" if terminal else "") + text, end="\n" if tenth == 10 or not terminal else "",
+              file=sys.stderr, flush=True)
+
+    return report
 
 
 def print_json(obj) -> None:

@@ -47,11 +47,15 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from dashboard.errors import UserError
-    from dashboard.runtime.platform import TERMINATION_EXIT, Terminated, raise_on_termination
+    from dashboard.platform import TERMINATION_EXIT, Terminated, raise_on_termination
 
     raise_on_termination()
     try:
         args = build_parser(argv).parse_args(argv)
+        from dashboard.cli.common import stderr_progress
+        from dashboard.intake.reader import report_digest_progress
+
+        report_digest_progress(stderr_progress())
         return int(args.run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -3,8 +3,10 @@
 - ``reader``: ``load_model`` (the weight-free reader, one-line ``ModelError`` for bad input),
   ``load_structure`` (a weight-free ``onnx.ModelProto``) and ``file_digest``;
 - ``graph``: the data model every other package works from (``ModelGraph``, ``Node``,
-  ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index;
-- ``wire``: the protobuf wire-format scanner the reader is built on;
+  ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index and bodies;
+- ``wire``: the protobuf wire-format scanner the reader is built on; ``utf8``: the check that every
+  string field is UTF-8 (a proto3 twin of onnx.proto);
+- ``uploads``: uploaded models on the server (private folder, one copy per digest, quota, leases);
 - ``shapes``: default values for symbolic dimensions and the tensor shapes they imply;
 - ``samples``: the bundled sample models (``python -m dashboard.intake.samples DIR``);
 - ``overview``: the tables the Overview page and the report show (pandas).

@@ -3,15 +3,19 @@
 ``ModelGraph`` is built by ``dashboard.intake.reader`` and read by the classifiers, partitions,
 plans and pages. Nodes carry their attributes and control-flow bodies decoded on first access from
 the parsed node (so the file is read exactly once, and a 20,000-node graph pays nothing for
-attributes nobody asks for); the producer/consumer index is built once per graph, on first use.
+attributes nobody asks for); the producer/consumer index (``producers``, ``consumers``) is built
+once per graph, on first use, and shared by every package that walks edges. ``ModelGraph.bodies``
+lists the control-flow bodies at any depth, for counts that must include what runs inside them.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Union
+from typing import Protocol, TypeVar, Union
 
 import numpy as np
 import onnx
@@ -52,6 +56,20 @@ def dtype_name(elem_type: int) -> str:
 def dtype_bits(elem_type: int) -> int:
     """Bits per element, 0 for strings and unknown types."""
     return _BITS.get(elem_type, 0)
+
+
+T = TypeVar("T")
+
+
+def built(cls: type[T], fields: dict) -> T:
+    """An instance of the frozen dataclass ``cls`` whose ``__dict__`` is ``fields`` (every field
+    given), made without calling its ``__init__``. Why: a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``, which doubles the cost of the tens of thousands of nodes
+    and tensor headers a large graph needs. The result is the same object (no field here has a
+    ``__post_init__``), still frozen afterwards."""
+    instance = object.__new__(cls)
+    object.__setattr__(instance, "__dict__", fields)
+    return instance
 
 
 @dataclass(frozen=True)
@@ -162,8 +180,52 @@ class Node:
         return bodies
 
 
+class _Edges(Protocol):
+    """What the edge index needs of a node (``Node``, and the partition packages' own node types)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+N = TypeVar("N", bound=_Edges)
+
+
+def producers_of(nodes: Sequence[N]) -> dict[str, N]:
+    """Tensor name -> the node that produces it (the later one, should a malformed graph produce a
+    name twice). Empty names (omitted optional outputs) are not tensors."""
+    return {out: node for node in nodes for out in node.outputs if out}
+
+
+def consumers_of(nodes: Sequence[N]) -> dict[str, list[N]]:
+    """Tensor name -> the nodes that read it, in graph order, once per input slot (a node that
+    reads a tensor twice is listed twice)."""
+    consumers: dict[str, list[N]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name:
+                consumers.setdefault(name, []).append(node)
+    return consumers
+
+
+class _Indexed:
+    """The producer/consumer index of a graph's ``nodes``, built on first use and cached (the
+    nodes of a loaded graph never change)."""
+
+    nodes: list[Node]
+
+    @cached_property
+    def producers(self) -> dict[str, Node]:
+        """Tensor name -> the node that produces it (see ``producers_of``)."""
+        return producers_of(self.nodes)
+
+    @cached_property
+    def consumers(self) -> dict[str, list[Node]]:
+        """Tensor name -> the nodes that read it (see ``consumers_of``). Shared: do not mutate."""
+        return consumers_of(self.nodes)
+
+
 @dataclass
-class SubGraph:
+class SubGraph(_Indexed):
     """A control-flow body (If branch, Loop/Scan body): the same structure as ``ModelGraph`` and the
     same rule for weights (initializer headers only)."""
 
@@ -175,9 +237,32 @@ class SubGraph:
     value_info: dict[str, TensorSpec]
 
 
+@dataclass(frozen=True)
+class Body:
+    """A control-flow body somewhere in a model: ``path`` names it from the top level through
+    every enclosing node and attribute (``loop/body/if_1/then_branch``); ``depth`` is 1 for the
+    bodies of top-level nodes."""
+
+    path: str
+    depth: int
+    owner: Node
+    graph: SubGraph
+
+
+def bodies_of(nodes: list[Node], prefix: str = "", depth: int = 1) -> Iterator[Body]:
+    """Every body under ``nodes``, at any depth, parents before the bodies inside them."""
+    for node in nodes:
+        for key, body in node.bodies.items() if node.subgraphs else ():
+            path = f"{prefix}{node.name}/{key}"
+            yield Body(path, depth, node, body)
+            yield from bodies_of(body.nodes, path + "/", depth + 1)
+
+
 @dataclass
-class ModelGraph:
-    """Structure of one ONNX model, as the classifiers, partitions and pages need it."""
+class ModelGraph(_Indexed):
+    """Structure of one ONNX model, as the classifiers, partitions and pages need it. ``nodes``,
+    ``initializers`` and the counts below are the top-level graph's; ``bodies`` holds what runs
+    inside control-flow nodes."""
 
     path: str
     file_bytes: int
@@ -209,6 +294,12 @@ class ModelGraph:
     def op_histogram(self) -> Counter:
         return Counter(n.qualified_op for n in self.nodes)
 
+    @cached_property
+    def bodies(self) -> list[Body]:
+        """Every control-flow body (If branches, Loop/Scan bodies ...) at any depth, in graph order
+        (decoded on first access)."""
+        return list(bodies_of(self.nodes))
+
     def node_by_name(self) -> dict[str, Node]:
         return {n.name: n for n in self.nodes}
 
@@ -221,7 +312,11 @@ def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
     from an exporter because exporters do not put ``#`` in names; the suffix grows if it still does.
     The UI, the CLI and the partition reports all use these names.
     """
-    taken = {name for name, _ in raw if name}
+    given = [name for name, _ in raw]
+    taken = set(given)
+    if len(taken) == len(given) and "" not in taken:
+        return given  # the usual case: every node named, no two alike
+    taken.discard("")
     seen: set[str] = set()
     names = []
     for index, (name, op_type) in enumerate(raw):
@@ -239,13 +334,11 @@ def stable_node_names(raw: list[tuple[str, str]]) -> list[str]:
 
 def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initializer:
     """Name, dtype, shape and size of a tensor. Strings are sized from their data (0 once stripped
-    inside a large node), or from ``string_bytes`` when the caller skipped the data itself."""
-    shape = tuple(header.dims)
-    count = 1
-    for dim in shape:
-        count *= dim
-    nbytes = (count * dtype_bits(header.data_type) + 7) // 8
-    if header.data_type == TensorProto.STRING:
+    inside a large node), or from ``string_bytes`` when the caller skipped the data itself. Each
+    field is read once: this runs for every initializer of a graph."""
+    data_type, shape = header.data_type, tuple(header.dims)
+    nbytes = (math.prod(shape) * dtype_bits(data_type) + 7) // 8
+    if data_type == TensorProto.STRING:
         nbytes = sum(len(s) for s in header.string_data) if string_bytes is None else string_bytes
     location = None
     if header.data_location == TensorProto.EXTERNAL:
@@ -253,15 +346,13 @@ def tensor_header(header: TensorProto, string_bytes: int | None = None) -> Initi
         location = entries.get("location", "")
         if "length" in entries and entries["length"].isdigit():
             nbytes = int(entries["length"])
-    return Initializer(header.name, dtype_name(header.data_type), shape, nbytes, location)
+    return built(Initializer, {"name": header.name, "dtype": dtype_name(data_type), "shape": shape, "nbytes": nbytes,
+                               "external_location": location})
 
 
 def sparse_header(sparse: onnx.SparseTensorProto) -> Initializer:
     values = sparse.values
-    count = 1
-    for dim in values.dims:
-        count *= dim
-    nbytes = (count * dtype_bits(values.data_type) + 7) // 8
+    nbytes = (math.prod(values.dims) * dtype_bits(values.data_type) + 7) // 8
     return Initializer(values.name, dtype_name(values.data_type), tuple(sparse.dims), nbytes, None)
 
 
@@ -274,24 +365,28 @@ def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
     if kind != "tensor_type":
         return TensorSpec(name, kind.replace("_type", "") if kind else "unknown", 0, None)
     tensor = type_proto.tensor_type
-    shape: tuple[Dim, ...] | None = None
-    if tensor.HasField("shape"):
-        dims: list[Dim] = []
-        for dim in tensor.shape.dim:
-            which = dim.WhichOneof("value")
-            dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
-        shape = tuple(dims)
-    return TensorSpec(name, dtype_name(tensor.elem_type), tensor.elem_type, shape)
+    elem_type = tensor.elem_type
+    shape = tuple(_dim(d) for d in tensor.shape.dim) if tensor.HasField("shape") else None
+    return built(TensorSpec, {"name": name, "dtype": dtype_name(elem_type), "elem_type": elem_type, "shape": shape})
+
+
+def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    which = dim.WhichOneof("value")
+    return dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None
 
 
 # -- attributes and bodies, decoded on first access -----------------------------------------------
 
 def build_nodes(protos) -> list[Node]:
-    """``Node``s for the NodeProtos of one graph (top level or body), in order."""
-    names = stable_node_names([(n.name, n.op_type) for n in protos])
-    return [Node(i, names[i], n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output),
-                 sum(1 for a in n.attribute if a.type in _GRAPH_ATTRIBUTES) if n.attribute else 0, n)
-            for i, n in enumerate(protos)]
+    """``Node``s for the NodeProtos of one graph (top level or body), in order. Each field is read
+    from protobuf once (a read builds a new Python object): this runs for every node of a graph."""
+    protos = list(protos)
+    onnx_names, op_types = [n.name for n in protos], [n.op_type for n in protos]
+    names = stable_node_names(list(zip(onnx_names, op_types)))
+    return [built(Node, {"index": i, "name": names[i], "onnx_name": onnx_names[i], "op_type": op_types[i],
+                         "domain": n.domain, "inputs": tuple(n.input[:]), "outputs": tuple(n.output[:]),
+                         "subgraphs": sum(a.type in _GRAPH_ATTRIBUTES for a in attrs) if (attrs := n.attribute) else 0,
+                         "proto": n}) for i, n in enumerate(protos)]
 
 
 def build_subgraph(graph: GraphProto) -> SubGraph:

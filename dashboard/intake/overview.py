@@ -1,11 +1,14 @@
 """Tables that describe a ``ModelGraph`` for the Overview page (pandas only, no Streamlit).
 
 Each function returns plain data so the page stays a thin layout and tests can check the facts
-without a browser.
+without a browser. Counts cover the whole model: what runs inside control-flow bodies (If
+branches, Loop and Scan bodies, at any depth) is counted too, and kept apart from the top level
+so the page can say which is which; a model whose work sits inside an If is not "5 nodes".
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,22 +63,59 @@ def symbolic_dim_names(model: ModelGraph) -> list[str]:
     return list(names)
 
 
+@dataclass(frozen=True)
+class Counts:
+    """Nodes, op types and weights of the top level and of every control-flow body below it."""
+
+    top_nodes: int
+    body_nodes: int
+    bodies: int  # control-flow bodies at any depth (each If branch is one)
+    deepest: int  # nesting depth of the deepest body (0: none)
+    op_types: int  # distinct op types over all levels
+    top_op_types: int
+
+    @property
+    def nodes(self) -> int:
+        return self.top_nodes + self.body_nodes
+
+
+def counts(model: ModelGraph) -> Counts:
+    """What the headline shows; bodies are decoded here (once per graph, cached)."""
+    bodies = model.bodies
+    top_level, inside = _op_counts(model)
+    return Counts(
+        top_nodes=len(model.nodes),
+        body_nodes=sum(len(body.graph.nodes) for body in bodies),
+        bodies=len(bodies),
+        deepest=max((body.depth for body in bodies), default=0),
+        op_types=len(set(top_level) | set(inside)),
+        top_op_types=len(top_level),
+    )
+
+
+def _op_counts(model: ModelGraph) -> tuple[Counter, Counter]:
+    """Op counts of the top level and of everything inside bodies."""
+    inside = Counter(n.qualified_op for body in model.bodies for n in body.graph.nodes)
+    return model.op_histogram(), inside
+
+
 def op_histogram(model: ModelGraph, top: int = TOP_OPS) -> pd.DataFrame:
-    """Op types by count (descending, ties by name), the tail beyond ``top`` folded into one
+    """Op types by count over all levels (descending, ties by name), with the part at the top
+    level and the part inside control-flow bodies; the tail beyond ``top`` folded into one
     ``other`` row so the chart stays readable on models with hundreds of custom ops."""
-    counts = model.op_histogram()
+    top_level, inside = _op_counts(model)
     rows = []
-    for op, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+    for op, count in sorted((top_level + inside).items(), key=lambda item: (-item[1], item[0])):
         domain, _, op_type = op.rpartition("::")
-        rows.append({"op": op, "op_type": op_type, "domain": domain or "ai.onnx", "count": count})
-    frame = pd.DataFrame(rows, columns=["op", "op_type", "domain", "count"])
+        rows.append({"op": op, "op_type": op_type, "domain": domain or "ai.onnx", "count": count,
+                     "top_level": top_level[op], "in_bodies": inside[op]})
+    frame = pd.DataFrame(rows, columns=["op", "op_type", "domain", "count", "top_level", "in_bodies"])
     if len(frame) > top:
         tail = frame.iloc[top:]
         other = {"op": f"other ({len(tail)} op types)", "op_type": "other", "domain": "other",
-                 "count": int(tail["count"].sum())}
+                 **{column: int(tail[column].sum()) for column in ("count", "top_level", "in_bodies")}}
         frame = pd.concat([frame.iloc[:top], pd.DataFrame([other])], ignore_index=True)
-    total = max(len(model.nodes), 1)
-    frame["share"] = frame["count"] / total
+    frame["share"] = frame["count"] / max(int(frame["count"].sum()), 1)
     return frame
 
 
@@ -88,13 +128,16 @@ def opset_table(model: ModelGraph) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Sizes:
-    """Where a model's bytes are: the .onnx file itself and its weights, split into weights
-    stored inside the file and in external-data files next to it."""
+    """Where a model's bytes are: the .onnx file itself and its weights (initializers at every
+    level), split into weights stored inside the file and in external-data files next to it, and
+    into the top level and control-flow bodies."""
 
     file_bytes: int
     weight_bytes: int
     embedded_bytes: int
     external_bytes: int
+    top_level_bytes: int
+    body_bytes: int
     initializers: int
     external_files: list[str]
     missing_external_files: list[str]
@@ -104,15 +147,20 @@ def sizes(model: ModelGraph) -> Sizes:
     """Byte counts from initializer headers; external files are checked for existence (never
     read), because an uploaded .onnx arrives without them."""
     base = Path(model.path).parent
-    files = sorted({i.external_location for i in model.initializers.values() if i.external_location})
+    inside = [i for body in model.bodies for i in body.graph.initializers.values()]
+    everything = [*model.initializers.values(), *inside]
+    files = sorted({i.external_location for i in everything if i.external_location})
     missing = [f for f in files if not (base / f).is_file()]
+    weights = sum(i.nbytes for i in everything)
+    external = sum(i.nbytes for i in everything if i.external_location)
     return Sizes(
         file_bytes=model.file_bytes,
-        weight_bytes=model.weight_bytes,
-        embedded_bytes=model.weight_bytes - model.external_bytes,
-        external_bytes=model.external_bytes,
-        initializers=len(model.initializers),
+        weight_bytes=weights,
+        embedded_bytes=weights - external,
+        external_bytes=external,
+        top_level_bytes=model.weight_bytes,
+        body_bytes=weights - model.weight_bytes,
+        initializers=len(everything),
         external_files=files,
         missing_external_files=missing,
     )
-

@@ -5,33 +5,42 @@ initializers contribute only their name, dtype, shape and byte size, and externa
 checked for a safe location but not opened. Tensors over ``SMALL_TENSOR_BYTES`` anywhere inside a
 node (a Constant's value, a Loop body's initializer) lose their data at the wire level before
 parsing, like weights.
+
+What is refused, in one line each: anything that is not a well-formed ONNX model (archives, text,
+truncation, cycles, dangling inputs), a string field that is not UTF-8, and any tensor, wherever it
+sits (initializers, sparse initializers, Constant and other attribute tensors, control-flow bodies
+at any depth, functions), whose external data would be read from outside the model's folder.
 """
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import mmap
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import GraphProto, ModelProto, TensorProto
+from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
 
 from dashboard.errors import ModelError
+from dashboard.intake import utf8
 from dashboard.intake.graph import (MS_DOMAIN, SMALL_TENSOR_BYTES, Initializer, ModelGraph, Node, build_nodes,
                                     sparse_header, tensor_header, value_spec)
-from dashboard.intake.wire import LENGTH, WireError, copy_fields_except, encode_length_delimited, iter_fields
+from dashboard.intake.wire import LENGTH, Field, WireError, encode_length_delimited, split_message
 
 # ModelProto / GraphProto / TensorProto field numbers (onnx.proto).
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER = 5, 15
+_GRAPH_WEIGHTS = frozenset({_GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER})
 _TENSOR_DATA_FIELDS = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64
 _TENSOR_STRING_DATA = 6
 
-
 # Where tensors can hide, by message kind: field number -> kind of the sub-message stored there
-# (onnx.proto). ``_without_large_tensors`` follows exactly these paths.
+# (onnx.proto). ``_stripped`` follows exactly these paths.
 _MODEL, _FUNCTION, _TRAINING, _NODE, _ATTRIBUTE, _GRAPH, _TENSOR, _SPARSE = range(8)
 _TENSOR_PATHS = {
     _MODEL: {20: _TRAINING, 25: _FUNCTION},
@@ -42,6 +51,9 @@ _TENSOR_PATHS = {
     _GRAPH: {1: _NODE, 5: _TENSOR, 15: _SPARSE},
     _SPARSE: {1: _TENSOR, 2: _TENSOR},
 }
+# A tensor can point at a file only through an external-data entry keyed "location", whose bytes
+# then appear verbatim in what protobuf parses.
+_LOCATION_KEY = b"location"
 
 KNOWN_DOMAINS = frozenset({
     "", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview", MS_DOMAIN,
@@ -50,21 +62,48 @@ KNOWN_DOMAINS = frozenset({
     "pkg.onnxscript.torch_lib.common",
 })
 
-def file_digest(path: str | os.PathLike) -> str:
-    """Content hash used as the cache key for everything derived from a model."""
-    digest = hashlib.blake2b(digest_size=16)
+DIGEST_CHUNK = 1 << 22
+WEIGHT_BATCH_BYTES = 16 << 20  # small initializers parsed per protobuf call, at most
+Progress = Callable[[int, int], None]
+_default_progress: list[Progress] = []
+
+
+def report_digest_progress(progress: Progress | None) -> None:
+    """Where ``file_digest`` reports when its caller passes no callback: the command line points
+    this at stderr once, so every command that hashes a large model (on any thread, deep inside
+    partition or timeline) shows it is alive without each call site passing a callback."""
+    _default_progress[:] = [progress] if progress else []
+
+
+def content_hasher():
+    """The hash behind ``file_digest``, for code that sees the bytes go by (an upload being
+    written) and must arrive at the same digest."""
+    import hashlib  # here: the classify command never hashes, and hashlib costs a few ms to import
+
+    return hashlib.blake2b(digest_size=16)
+
+
+def file_digest(path: str | os.PathLike, progress: Progress | None = None) -> str:
+    """Content hash used as the cache key for everything derived from a model. ``progress(done,
+    total)`` is called after every chunk (4 MB): hashing a multi-GB model takes seconds."""
+    progress = progress or next(iter(_default_progress), None)
+    digest = content_hasher()
     with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
+        total, done = os.fstat(handle.fileno()).st_size, 0
+        for chunk in iter(lambda: handle.read(DIGEST_CHUNK), b""):
             digest.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
     return digest.hexdigest()
 
 
 def load_model(path: str | os.PathLike) -> ModelGraph:
     """Read the graph structure of the ONNX file at ``path``.
 
-    Raises ``ModelError`` with a one-line explanation for anything that is not a readable,
-    well-formed ONNX model (missing, empty, truncated, archive, directory, cycles, dangling inputs,
-    external data outside the model's folder).
+    Raises ``ModelError`` with a one-line explanation, naming ``path`` as given, for anything that
+    is not a readable, well-formed ONNX model (missing, empty, truncated, archive, directory,
+    cycles, dangling inputs, text that is not UTF-8, external data outside the model's folder).
     """
     model_path = Path(path)
     if not model_path.exists():
@@ -76,21 +115,41 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     size = model_path.stat().st_size
     if size == 0:
         raise ModelError(f"{model_path}: file is empty")
-    with open(model_path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with open(model_path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
+            memoryview(mapped) as buf:
         _refuse_known_non_onnx(model_path, buf)
         try:
-            model, graph, initializers = _parse(buf)
+            with _gc_paused():
+                parsed = _parse(buf)
         except (WireError, DecodeError) as exc:
             if _looks_like_text(buf):
                 raise ModelError(f"{model_path}: is a text file, not an ONNX protobuf") from None
             raise ModelError(f"{model_path}: not a valid ONNX file (truncated or corrupt: {exc})") from None
+    model = parsed.model
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelError(f"{model_path}: not an ONNX model (no IR version or graph in the protobuf)")
     if not model.opset_import:
         # Required since IR 3 and the last field an exporter writes: missing means cut short.
         raise ModelError(f"{model_path}: not a complete ONNX model (no opset_import; truncated?)")
-    _check_external_locations(model_path, initializers)
-    return _build(model_path, size, model, graph, initializers)
+    _check_text(model_path, parsed)
+    _check_external_locations(model_path, parsed)
+    with _gc_paused():
+        return _build(model_path, size, parsed)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a graph is built. Why: reading a 20,000-node graph creates
+    a few hundred thousand objects, none of them in a cycle, and every collection the allocations
+    trigger walks all of them again (a third of the load time). Nothing is lost: a collection
+    runs as usual once the objects are built."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 _MAGIC = [
@@ -134,97 +193,226 @@ def load_structure(path: str | os.PathLike) -> ModelProto:
     inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
     For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
     ``load_model`` first: this assumes a file it accepted."""
-    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        model, _, _ = _parse(buf, keep_initializers=True)
-    return model
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
+            memoryview(mapped) as buf:
+        return _parse(buf, keep_initializers=True).model
 
 
-def _parse(buf, keep_initializers: bool = False) -> tuple[ModelProto, GraphProto, list[Initializer]]:
-    top = list(iter_fields(buf))
-    rest = copy_fields_except(buf, top, frozenset({_MODEL_GRAPH}), _large_fields(buf, top, _MODEL))
-    model = ModelProto.FromString(rest)
-    graph_fields = [f for f in top if f.number == _MODEL_GRAPH and f.wire_type == LENGTH]
-    graph = model.graph  # parsed in place: copying a 20,000-node graph afterwards costs ~50 ms
+# -- parsing without the weights ----------------------------------------------------------------------
+
+@dataclass
+class _Parsed:
+    """What ``_parse`` read: the model (its graph without initializers unless asked for them), the
+    headers of the top-level initializers, the top-level sparse initializers, and each buffer
+    protobuf parsed with the message it holds (for the UTF-8 check and the external-data scan)."""
+
+    model: ModelProto
+    initializers: list[Initializer] = field(default_factory=list)
+    sparse: list[onnx.SparseTensorProto] = field(default_factory=list)
+    buffers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+def _parse(buf, keep_initializers: bool = False) -> _Parsed:
+    """Protobuf's C parser reads everything but the weights. The model's and graph's fields are
+    split at the wire level (``split_message`` costs no object per node); runs of ordinary fields
+    and of small initializers go to protobuf in bulk, a large initializer as its header, and a
+    field that could hide a large tensor (a node with a big Constant, a body with weights) is
+    re-encoded without that tensor's data first."""
+    top = split_message(buf, 0, len(buf), frozenset({_MODEL_GRAPH}), SMALL_TENSOR_BYTES)
+    rest = _joined(buf, top, _MODEL, frozenset({_MODEL_GRAPH}))
+    parsed = _Parsed(ModelProto.FromString(rest), buffers=[("ModelProto", rest)])
+    graph = parsed.model.graph  # parsed in place: copying a 20,000-node graph afterwards costs ~50 ms
+    graph_fields = [f for f in top if isinstance(f, Field) and f.number == _MODEL_GRAPH and f.wire_type == LENGTH]
     if graph_fields:
         graph.SetInParent()
-    initializers: list[Initializer] = []
     for graph_field in graph_fields:
-        fields = list(iter_fields(buf, graph_field.value_start, graph_field.end))
-        skip = frozenset({_GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER})
-        graph.MergeFromString(copy_fields_except(buf, fields, skip, _large_fields(buf, fields, _GRAPH, skip)))
-        for f in fields:
-            if f.number == _GRAPH_INITIALIZER and f.wire_type == LENGTH:
-                proto, string_bytes = _initializer_proto(buf, f.value_start, f.end)
-                initializers.append(tensor_header(proto, string_bytes))
-                if keep_initializers:
-                    graph.initializer.append(proto)
-            elif f.number == _GRAPH_SPARSE_INITIALIZER and f.wire_type == LENGTH:
-                sparse = onnx.SparseTensorProto.FromString(_without_large_tensors(buf, f.value_start, f.end, _SPARSE))
-                initializers.append(sparse_header(sparse))
-                if keep_initializers:
-                    graph.sparse_initializer.append(sparse)
-    return model, graph, initializers
+        pieces = split_message(buf, graph_field.value_start, graph_field.end, _GRAPH_WEIGHTS, SMALL_TENSOR_BYTES)
+        _read_weights(buf, pieces, parsed, keep_initializers)
+        data = _joined(buf, pieces, _GRAPH, _GRAPH_WEIGHTS)
+        graph.MergeFromString(data)
+        parsed.buffers.append(("GraphProto", data))
+    return parsed
 
 
-def _large_fields(buf, fields, kind: int, skip: frozenset[int] = frozenset()) -> dict[int, bytes]:
-    """Replacements (for ``copy_fields_except``) of the fields of a ``kind`` message that are larger
-    than SMALL_TENSOR_BYTES and may hold tensors: re-encoded without large tensor data. A field this
-    small cannot hold a large tensor and is copied as is, so a typical graph replaces nothing."""
-    paths = _TENSOR_PATHS[kind]
-    return {f.start: encode_length_delimited(f.number, _without_large_tensors(buf, f.value_start, f.end,
-                                                                               paths[f.number]))
-            for f in fields if f.number in paths and f.number not in skip and f.wire_type == LENGTH
-            and f.end - f.value_start > SMALL_TENSOR_BYTES}
-
-
-def _without_large_tensors(buf, start: int, end: int, kind: int) -> bytes:
-    """The ``kind`` message in ``buf[start:end]`` re-encoded with the data of every tensor over
-    SMALL_TENSOR_BYTES dropped (dims, dtype, name and external-data entries kept)."""
-    fields = list(iter_fields(buf, start, end))
-    if kind == _TENSOR:
-        return copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS)
-    return copy_fields_except(buf, fields, frozenset(), _large_fields(buf, fields, kind))
-
-
-def _initializer_proto(buf, start: int, end: int) -> tuple[TensorProto, int | None]:
-    """The initializer at ``buf[start:end]``: whole when small, else its header without data
-    (and the byte size of any string data skipped)."""
-    # Speed: scanning a tensor's fields in Python costs ~40 us; the C++ parser reads a small one
-    # whole in a few. Large tensors still have their data skipped, so memory stays bounded.
-    if end - start <= SMALL_TENSOR_BYTES:
-        return TensorProto.FromString(bytes(buf[start:end])), None
-    fields = list(iter_fields(buf, start, end))
-    header = TensorProto.FromString(copy_fields_except(buf, fields, _TENSOR_DATA_FIELDS))
-    return header, sum(f.end - f.value_start for f in fields if f.number == _TENSOR_STRING_DATA)
-
-
-def _check_external_locations(model_path: Path, initializers: list[Initializer]) -> None:
-    base = model_path.resolve().parent
-    for init in initializers:
-        location = init.external_location
-        if location is None:
+def _read_weights(buf, pieces: list[slice | Field], parsed: _Parsed, keep: bool) -> None:
+    """The headers of a graph's initializers and sparse initializers, in file order (kept whole in
+    the parsed graph when ``keep``). Runs of adjacent small initializers go to protobuf in one call,
+    up to ``WEIGHT_BATCH_BYTES`` at a time so memory stays bounded; a large one is split first so
+    its data is skipped."""
+    batch: list[Field] = []
+    for piece in [*pieces, None]:  # None: the end, which flushes the last batch
+        weight = isinstance(piece, Field) and piece.wire_type == LENGTH and piece.number in _GRAPH_WEIGHTS
+        small = weight and piece.number == _GRAPH_INITIALIZER and piece.end - piece.value_start <= SMALL_TENSOR_BYTES
+        if small and batch and piece.start == batch[-1].end and piece.end - batch[0].start <= WEIGHT_BATCH_BYTES:
+            batch.append(piece)
             continue
-        if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
-            raise ModelError(
-                f"{model_path}: initializer {init.name!r} points to external data at {location!r}, "
-                "which is not a relative path inside the model's folder; refusing to read it")
-        target = (base / location).resolve()
-        if os.path.commonpath([base, target]) != str(base):
-            raise ModelError(
-                f"{model_path}: initializer {init.name!r} points to external data at {location!r}, "
-                "outside the model's folder; refusing to read it")
+        if batch:
+            tensors = GraphProto.FromString(buf[batch[0].start:batch[-1].end]).initializer
+            parsed.initializers += [tensor_header(t) for t in tensors]
+            if keep:
+                parsed.model.graph.initializer.extend(tensors)
+        batch = [piece] if small else []
+        if weight and not small:
+            _read_weight(buf, piece, parsed, keep)
 
 
-def _build(path: Path, size: int, model: ModelProto, graph: GraphProto, inits: list[Initializer]) -> ModelGraph:
+def _read_weight(buf, piece: Field, parsed: _Parsed, keep: bool) -> None:
+    """A large initializer (its header) or a sparse initializer (large tensors stripped)."""
+    graph = parsed.model.graph
+    if piece.number == _GRAPH_INITIALIZER:
+        proto, string_bytes = _initializer_header(buf, piece.value_start, piece.end)
+        parsed.initializers.append(tensor_header(proto, string_bytes))
+        if keep:
+            graph.initializer.append(proto)
+        return
+    data = _stripped(buf, piece.value_start, piece.end, _SPARSE)
+    sparse = onnx.SparseTensorProto.FromString(data)
+    parsed.sparse.append(sparse)
+    parsed.buffers.append(("SparseTensorProto", data))
+    parsed.initializers.append(sparse_header(sparse))
+    if keep:
+        graph.sparse_initializer.append(sparse)
+
+
+def _stripped(buf, start: int, end: int, kind: int) -> bytes:
+    """The ``kind`` message in ``buf[start:end]`` re-encoded without the data of any tensor over
+    SMALL_TENSOR_BYTES (dims, dtype, name and external-data entries kept). A field this small
+    cannot hold a large tensor and is copied as it is, so most messages are copied in one piece."""
+    drop = _TENSOR_DATA_FIELDS if kind == _TENSOR else frozenset()
+    return _joined(buf, split_message(buf, start, end, drop, SMALL_TENSOR_BYTES), kind, drop)
+
+
+def _joined(buf, pieces: list[slice | Field], kind: int, drop: frozenset[int]) -> bytes:
+    """The pieces of a ``kind`` message (``split_message``) put back together without the fields
+    in ``drop``, each large field that may hold tensors stripped by ``_stripped``."""
+    parts = []
+    for piece in pieces:
+        if isinstance(piece, slice):
+            parts.append(buf[piece])
+        elif piece.number not in drop:
+            inner = _TENSOR_PATHS.get(kind, {}).get(piece.number)
+            if inner is None or piece.wire_type != LENGTH:
+                parts.append(buf[piece.start:piece.end])  # a long doc string, say: no tensor inside
+            else:
+                parts.append(encode_length_delimited(piece.number, _stripped(buf, piece.value_start, piece.end, inner)))
+    return b"".join(parts)
+
+
+def _initializer_header(buf, start: int, end: int) -> tuple[TensorProto, int]:
+    """The large initializer at ``buf[start:end]`` without its data, and the byte size of any
+    string data skipped."""
+    pieces = split_message(buf, start, end, _TENSOR_DATA_FIELDS, end - start)
+    header = TensorProto.FromString(_joined(buf, pieces, _TENSOR, _TENSOR_DATA_FIELDS))
+    strings = sum(p.end - p.value_start for p in pieces if isinstance(p, Field) and p.number == _TENSOR_STRING_DATA)
+    return header, strings
+
+
+# -- refusals that need the parsed model --------------------------------------------------------------
+
+def _check_text(model_path: Path, parsed: _Parsed) -> None:
+    """Every string field protobuf parsed, and every initializer name, is valid UTF-8: protobuf
+    hands out ``bytes`` for one that is not, and no name may be ``bytes``."""
+    if all(utf8.is_valid(message, data) for message, data in parsed.buffers):
+        found = next((("initializer name", i.name) for i in parsed.initializers if not isinstance(i.name, str)), None)
+    else:  # the slow walk that says where, only now that it is needed
+        found = utf8.first_invalid(parsed.model) or next(
+            filter(None, (utf8.first_invalid(s, "graph.sparse_initializer") for s in parsed.sparse)),
+            ("a text field", b""))
+    if found is not None:
+        where, value = found
+        raise ModelError(f"{model_path}: {where} is not valid UTF-8 ({value[:40]!r}); the file is corrupt or "
+                         "hostile, refusing it")
+
+
+def _check_external_locations(model_path: Path, parsed: _Parsed) -> None:
+    """One rule (``_location_problem``) for every tensor that names an external-data file: the
+    top-level initializers (from their headers) and sparse initializers, and, when a "location"
+    key appears anywhere in what protobuf parsed, every tensor in nodes, bodies and functions."""
+    base = model_path.resolve().parent
+    located = [(f"initializer {i.name!r}", i.external_location) for i in parsed.initializers
+               if i.external_location is not None]
+    for sparse in parsed.sparse:
+        what = f"sparse initializer {sparse.values.name!r}"
+        located += [(what, tensor_header(t).external_location) for t in (sparse.values, sparse.indices)]
+    if any(_LOCATION_KEY in data for _, data in parsed.buffers):
+        located += [(what, tensor_header(t).external_location) for what, t in _nested_tensors(parsed.model)]
+    for what, location in located:
+        problem = None if location is None else _location_problem(base, location)
+        if problem:
+            raise ModelError(f"{model_path}: {what} points to external data at {location!r}, {problem}; "
+                             "refusing to read it")
+
+
+def _location_problem(base: Path, location: str | bytes) -> str | None:
+    """Why an external-data ``location`` is refused, or None: it must be a relative path that stays
+    inside the model's folder ``base`` (no absolute path, drive letter, ``..`` escape, symlink
+    escape or NUL byte) and be text."""
+    if not isinstance(location, str):
+        return "which is not valid UTF-8"
+    if "\0" in location:
+        return "which holds a NUL byte"
+    if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
+        return "which is not a relative path inside the model's folder"
+    target = (base / location).resolve()
+    if os.path.commonpath([base, target]) != str(base):
+        return "outside the model's folder"
+    return None
+
+
+def _nested_tensors(model: ModelProto) -> Iterator[tuple[str, TensorProto]]:
+    """Every tensor held below the top-level initializers: in the graph's nodes and their bodies,
+    in functions (node attributes and attribute defaults) and in training graphs, each with where
+    it sits."""
+    yield from _graph_tensors(model.graph, "")
+    for function in model.functions:
+        where = f" in function {function.name!r}"
+        yield from _node_tensors(function.node, where)
+        for attribute in function.attribute_proto:
+            yield from _attribute_tensors(attribute, f"default of attribute {attribute.name!r}{where}")
+    for number, info in enumerate(model.training_info):
+        yield from _graph_tensors(info.initialization, f" in training initialization {number}")
+        yield from _graph_tensors(info.algorithm, f" in training algorithm {number}")
+
+
+def _graph_tensors(graph: GraphProto, where: str) -> Iterator[tuple[str, TensorProto]]:
+    for tensor in graph.initializer:
+        yield f"initializer {tensor.name!r}{where}", tensor
+    for sparse in graph.sparse_initializer:
+        what = f"sparse initializer {sparse.values.name!r}{where}"
+        yield from ((what, sparse.values), (what, sparse.indices))
+    yield from _node_tensors(graph.node, where)
+
+
+def _node_tensors(nodes, where: str) -> Iterator[tuple[str, TensorProto]]:
+    for node in nodes:
+        for attribute in node.attribute:
+            yield from _attribute_tensors(attribute, f"attribute {attribute.name!r} of node {node.name!r}{where}")
+
+
+def _attribute_tensors(attribute: AttributeProto, what: str) -> Iterator[tuple[str, TensorProto]]:
+    """Every tensor the attribute holds, whatever type it declares (a runtime may not look)."""
+    tensors = [attribute.t] if attribute.HasField("t") else []
+    tensors += attribute.tensors
+    sparse = [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []
+    for item in [*sparse, *attribute.sparse_tensors]:
+        tensors += (item.values, item.indices)
+    yield from ((what, tensor) for tensor in tensors)
+    graphs = [attribute.g] if attribute.HasField("g") else []
+    for graph in [*graphs, *attribute.graphs]:
+        yield from _graph_tensors(graph, f" inside {what}")
+
+
+# -- the data model --------------------------------------------------------------------------------------
+
+def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
+    model = parsed.model
+    graph = model.graph
     opsets = {op.domain or "": op.version for op in model.opset_import}
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets.pop("ai.onnx")
     nodes = build_nodes(graph.node)
-    initializers = {i.name: i for i in inits}
     listed_inputs = [value_spec(v) for v in graph.input]
-    warnings = _compatibility_warnings(model, opsets, nodes)
-    topo = _topological_order(path, nodes, {v.name for v in listed_inputs} | set(initializers))
-    return ModelGraph(
+    built = ModelGraph(
         path=str(path),
         file_bytes=size,
         ir_version=model.ir_version,
@@ -234,11 +422,13 @@ def _build(path: Path, size: int, model: ModelProto, graph: GraphProto, inits: l
         listed_inputs=listed_inputs,
         outputs=[value_spec(v) for v in graph.output],
         nodes=nodes,
-        initializers=initializers,
+        initializers={i.name: i for i in parsed.initializers},
         value_info={v.name: value_spec(v) for v in graph.value_info},
-        topo_order=topo,
-        warnings=warnings,
+        topo_order=[],
+        warnings=_compatibility_warnings(model, opsets, nodes),
     )
+    built.topo_order = _topological_order(path, built)
+    return built
 
 
 def _compatibility_warnings(model: ModelProto, opsets: dict[str, int], nodes: list[Node]) -> list[str]:
@@ -259,39 +449,36 @@ def _compatibility_warnings(model: ModelProto, opsets: dict[str, int], nodes: li
     return warnings
 
 
-def _topological_order(path: Path, nodes: list[Node], graph_inputs: set[str]) -> list[int]:
-    """Kahn's algorithm over top-level nodes; refuses cycles and inputs nothing produces."""
-    producer: dict[str, int] = {}
-    for node in nodes:
-        for out in node.outputs:
-            if out:
-                producer[out] = node.index
-    consumers: list[list[int]] = [[] for _ in nodes]
-    indegree = [0] * len(nodes)
-    for node in nodes:
-        for name in set(node.inputs):
-            if not name:
-                continue
-            src = producer.get(name)
-            if src is None:
-                if name not in graph_inputs:
-                    raise ModelError(
-                        f"{path}: node {node.name!r} reads tensor {name!r}, which no node, graph input "
-                        "or initializer provides (dangling reference)")
-                continue
-            consumers[src].append(node.index)
-            indegree[node.index] += 1
-    ready = [n.index for n in nodes if indegree[n.index] == 0]
-    ready.reverse()
+def _topological_order(path: Path, graph: ModelGraph) -> list[int]:
+    """Kahn's algorithm over top-level nodes, on the graph's own producer/consumer index; refuses
+    cycles and inputs nothing produces. A node waits for one edge per input slot; of the nodes a
+    finished node makes ready, the lower index goes first (a depth-first order, as before the
+    index existed)."""
+    nodes, producers, consumers = graph.nodes, graph.producers, graph.consumers
+    graph_inputs = {v.name for v in graph.listed_inputs} | set(graph.initializers)
+    waiting = [0] * len(nodes)
+    for name, readers in consumers.items():  # in the order nodes first read each tensor
+        if name in producers:
+            for reader in readers:
+                waiting[reader.index] += 1
+        elif name not in graph_inputs:
+            raise ModelError(f"{path}: node {readers[0].name!r} reads tensor {name!r}, which no node, graph "
+                             "input or initializer provides (dangling reference)")
+    ready = [n.index for n in reversed(nodes) if not waiting[n.index]]
     order: list[int] = []
     while ready:
-        current = ready.pop()
-        order.append(current)
-        for nxt in consumers[current]:
-            indegree[nxt] -= 1
-            if indegree[nxt] == 0:
-                ready.append(nxt)
+        current = nodes[ready.pop()]
+        order.append(current.index)
+        now_ready = []
+        for name in current.outputs:
+            for reader in consumers.get(name, ()):
+                waiting[reader.index] -= 1
+                if not waiting[reader.index]:
+                    now_ready.append(reader.index)
+        if len(now_ready) > 1 and len(current.outputs) > 1:
+            now_ready.sort()  # readers of different outputs: lower index first, as for a single output
+        ready += now_ready
     if len(order) != len(nodes):
-        stuck = next(n.name for n in nodes if indegree[n.index] > 0)
+        stuck = next(n.name for n in nodes if waiting[n.index] > 0)
         raise ModelError(f"{path}: the graph has a cycle (node {stuck!r} depends on its own output)")
     return order

@@ -464,12 +464,14 @@ BENCH_HIDDEN, BENCH_HEADS, BENCH_VOCAB, BENCH_POSITIONS = 64, 4, 1000, 2048
 NODES_PER_LAYER, BASE_NODES = 34, 17
 
 
-def build_decoder(nodes: int) -> onnx.ModelProto:
+def build_decoder(nodes: int, hidden: int = BENCH_HIDDEN) -> onnx.ModelProto:
     """A GPT-2-style decoder with about ``nodes`` nodes: per layer LayerNorm, fused QKV projection,
     KV-cache Concat (``past_key_values.N.*`` -> ``present.N.*``), decomposed attention under a
-    Trilu causal mask, GELU MLP; tied lm_head."""
+    Trilu causal mask, GELU MLP; tied lm_head. ``hidden`` (a multiple of 4) sets the weights:
+    about ``48 * hidden**2`` bytes per layer, so a small one gives a node-heavy graph and a large
+    one a weight-heavy file."""
     layers = max(1, round((nodes - BASE_NODES) / NODES_PER_LAYER))
-    head_dim = BENCH_HIDDEN // BENCH_HEADS
+    head_dim = hidden // BENCH_HEADS
     b = GraphBuilder("bench_decoder", 7)
     ids = b.input("input_ids", I64, ["batch_size", "sequence_length"])
     kv_shape = ["batch_size", BENCH_HEADS, "past_sequence_length", head_dim]
@@ -479,29 +481,29 @@ def build_decoder(nodes: int) -> onnx.ModelProto:
     b.scope = "/transformer"
     seq, past_len = dim(b, ids, 1), dim(b, past[0][0], 2)
     total = b.op("Add", [past_len, seq])
-    wte = b.randn("transformer.wte.weight", (BENCH_VOCAB, BENCH_HIDDEN))
+    wte = b.randn("transformer.wte.weight", (BENCH_VOCAB, hidden))
     positions = b.op("Range", [scalar(b, past_len), scalar(b, total), b.const(1)])
     x = b.op("Add", [b.op("Gather", [wte, ids], axis=0),
-                     b.op("Gather", [b.randn("transformer.wpe.weight", (BENCH_POSITIONS, BENCH_HIDDEN)), positions], axis=0)])
+                     b.op("Gather", [b.randn("transformer.wpe.weight", (BENCH_POSITIONS, hidden)), positions], axis=0)])
     ones = b.op("ConstantOfShape", [b.op("Concat", [seq, total], axis=0)],
                 value=onnx.helper.make_tensor("value", F, [1], [1.0]))
     allowed = b.op("Cast", [b.op("Trilu", [ones, scalar(b, past_len)], upper=0)], to=onnx.TensorProto.BOOL)
     for i in range(layers):
         p = f"transformer.h.{i}"
         b.scope = f"/transformer/h.{i}/attn"
-        qkv = linear(b, layer_norm(b, x, BENCH_HIDDEN, f"{p}.ln_1"), BENCH_HIDDEN, 3 * BENCH_HIDDEN, f"{p}.attn.c_attn")
-        q, k, v = (split_heads(b, t, BENCH_HEADS, head_dim) for t in b.op("Split", [qkv, b.const([BENCH_HIDDEN] * 3)], 3, axis=-1))
+        qkv = linear(b, layer_norm(b, x, hidden, f"{p}.ln_1"), hidden, 3 * hidden, f"{p}.attn.c_attn")
+        q, k, v = (split_heads(b, t, BENCH_HEADS, head_dim) for t in b.op("Split", [qkv, b.const([hidden] * 3)], 3, axis=-1))
         k = b.op("Concat", [past[i][0], k], [f"present.{i}.key"], axis=2)
         v = b.op("Concat", [past[i][1], v], [f"present.{i}.value"], axis=2)
         b.output(k, k, F, total_shape)
         b.output(v, v, F, total_shape)
-        ctx = merge_heads(b, attention(b, q, k, v, head_dim, bool_mask=allowed), BENCH_HIDDEN)
-        x = b.op("Add", [x, linear(b, ctx, BENCH_HIDDEN, BENCH_HIDDEN, f"{p}.attn.c_proj")])
+        ctx = merge_heads(b, attention(b, q, k, v, head_dim, bool_mask=allowed), hidden)
+        x = b.op("Add", [x, linear(b, ctx, hidden, hidden, f"{p}.attn.c_proj")])
         b.scope = f"/transformer/h.{i}/mlp"
-        h = linear(b, layer_norm(b, x, BENCH_HIDDEN, f"{p}.ln_2"), BENCH_HIDDEN, 4 * BENCH_HIDDEN, f"{p}.mlp.c_fc")
-        x = b.op("Add", [x, linear(b, gelu(b, h), 4 * BENCH_HIDDEN, BENCH_HIDDEN, f"{p}.mlp.c_proj")])
+        h = linear(b, layer_norm(b, x, hidden, f"{p}.ln_2"), hidden, 4 * hidden, f"{p}.mlp.c_fc")
+        x = b.op("Add", [x, linear(b, gelu(b, h), 4 * hidden, hidden, f"{p}.mlp.c_proj")])
     b.scope = "/lm_head"
-    logits = b.op("MatMul", [layer_norm(b, x, BENCH_HIDDEN, "transformer.ln_f"), b.op("Transpose", [wte], perm=[1, 0])],
+    logits = b.op("MatMul", [layer_norm(b, x, hidden, "transformer.ln_f"), b.op("Transpose", [wte], perm=[1, 0])],
                   ["logits"])
     b.output(logits, logits, F, ["batch_size", "sequence_length", BENCH_VOCAB])
     b.outputs.insert(0, b.outputs.pop())

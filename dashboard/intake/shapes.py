@@ -47,7 +47,7 @@ from typing import Iterator
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, dtype_bits, dtype_name
-from dashboard.intake.wire import LENGTH, copy_fields_except, encode_length_delimited, iter_fields
+from dashboard.intake.wire import LENGTH, encode_length_delimited, rewrite_message
 from dashboard.serde import Record
 
 DEFAULT_BATCH = 1
@@ -219,8 +219,7 @@ def rewritten_model(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]] 
     names = iter(node_names) if node_names is not None else None
 
     def node(buf, f) -> bytes:
-        fields = list(iter_fields(buf, f.value_start, f.end))
-        body = copy_fields_except(buf, fields, frozenset({_NODE_NAME}))
+        body = rewrite_message(buf, f.value_start, f.end, frozenset({_NODE_NAME}), lambda name: b"")
         return encode_length_delimited(_GRAPH_NODE, body + encode_length_delimited(_NODE_NAME, next(names).encode()))
 
     def graph_input(buf, f) -> bytes | None:
@@ -230,20 +229,21 @@ def rewritten_model(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]] 
         _set_shape(value, shapes[value.name])
         return encode_length_delimited(_GRAPH_INPUT, value.SerializeToString())
 
+    def graph_field(buf, f) -> bytes | None:
+        if f.wire_type != LENGTH:
+            return None
+        return node(buf, f) if f.number == _GRAPH_NODE and names is not None else graph_input(buf, f) \
+            if f.number == _GRAPH_INPUT else None
+
+    def graph(buf, g) -> bytes | None:
+        if g.wire_type != LENGTH:
+            return None
+        body = rewrite_message(buf, g.value_start, g.end, frozenset({_GRAPH_NODE, _GRAPH_INPUT}),
+                               lambda f: graph_field(buf, f))
+        return encode_length_delimited(_MODEL_GRAPH, body)
+
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        top = list(iter_fields(buf))
-        replacements = {}
-        for graph in (f for f in top if f.number == _MODEL_GRAPH and f.wire_type == LENGTH):
-            fields = list(iter_fields(buf, graph.value_start, graph.end))
-            edits = {}
-            for f in fields:
-                new = (node(buf, f) if f.number == _GRAPH_NODE and names is not None else
-                       graph_input(buf, f) if f.number == _GRAPH_INPUT else None) if f.wire_type == LENGTH else None
-                if new is not None:
-                    edits[f.start] = new
-            replacements[graph.start] = encode_length_delimited(_MODEL_GRAPH,
-                                                                copy_fields_except(buf, fields, frozenset(), edits))
-        return copy_fields_except(buf, top, frozenset(), replacements)
+        return rewrite_message(buf, 0, len(buf), frozenset({_MODEL_GRAPH}), lambda g: graph(buf, g))
 
 
 def is_float_model(graph: ModelGraph) -> bool:

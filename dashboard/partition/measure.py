@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from dashboard.errors import UserError
-from dashboard.intake.graph import ModelGraph
+from dashboard.intake.graph import ModelGraph, Node, producers_of
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import TensorShape
 from dashboard.messages import PartitionArgs, PartitionResult, Stage
@@ -76,7 +76,8 @@ class OptGraph:
     initializers: set[str]
 
     def producers(self) -> dict[str, str]:
-        return {out: node.name for node in self.nodes.values() for out in node.outputs if out}
+        """Tensor name -> name of the node that produces it."""
+        return {tensor: node.name for tensor, node in producers_of(list(self.nodes.values())).items()}
 
 
 def opt_graph(graph: ModelGraph) -> OptGraph:
@@ -107,11 +108,6 @@ def place_model_nodes(graph: ModelGraph, opt: OptGraph) -> dict[str, Placement]:
         parent, sep, _ = name.rpartition("/")
         if sep and parent:
             by_prefix.setdefault(parent, name)
-    consumers: dict[str, list[str]] = {}
-    for node in graph.nodes:
-        for tensor in node.inputs:
-            if tensor:
-                consumers.setdefault(tensor, []).append(node.name)
     nodes = graph.node_by_name()
     out: dict[str, Placement] = {}
     for node in graph.nodes:
@@ -120,24 +116,24 @@ def place_model_nodes(graph: ModelGraph, opt: OptGraph) -> dict[str, Placement]:
             continue
         fused = by_prefix.get(node.name)
         if fused is None or fused in nodes:
-            fused = _downstream_product(node.name, nodes, consumers, producers, opt)
+            fused = _downstream_product(node, graph.consumers, producers, opt)
         out[node.name] = Placement("fused", fused) if fused else Placement("removed")
     return out
 
 
-def _downstream_product(start: str, nodes: dict, consumers: dict[str, list[str]], producers: dict[str, str],
+def _downstream_product(start: Node, consumers: dict[str, list[Node]], producers: dict[str, str],
                         opt: OptGraph) -> str | None:
-    queue, seen = deque([start]), {start}
+    queue, seen = deque([start]), {start.name}
     while queue:
-        for tensor in nodes[queue.popleft()].outputs:
+        for tensor in queue.popleft().outputs:
             if not tensor or tensor in opt.initializers:
                 continue
             producer = producers.get(tensor)
             if producer is not None:
                 return producer  # another node (kept, like Conv absorbing BatchNorm, or new) computes it now
             for consumer in consumers.get(tensor, ()):
-                if consumer not in opt.nodes and consumer not in seen:
-                    seen.add(consumer)
+                if consumer.name not in opt.nodes and consumer.name not in seen:
+                    seen.add(consumer.name)
                     queue.append(consumer)
     return None
 
@@ -350,7 +346,7 @@ def _runtime_graph(prepared: Prepared, config, workdir: str) -> RuntimeGraph:
     it are discarded where the platform can (``runtime.optimized_model`` names the side file
     ``<out>.data``), else written into the scratch folder and removed with it."""
     from dashboard.intake.shapes import infer_tensor_shapes
-    from dashboard.runtime.platform import discard_into
+    from dashboard.platform import discard_into
     from dashboard.runtime.qnn import optimized_model
 
     if config.optimization_level == "disabled":  # the caller adds the model's shapes and constants

@@ -35,7 +35,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from dashboard.intake.graph import ModelGraph
+from dashboard.intake.graph import ModelGraph, producers_of
 from dashboard.intake.shapes import TensorShape
 from dashboard.serde import Record
 
@@ -68,7 +68,7 @@ class PlanGraph:
 
     def __post_init__(self) -> None:
         self.by_name = {n.name: n for n in self.nodes}
-        self.producer = {t: n.name for n in self.nodes for t in n.outputs if t}
+        self.producer = producers_of(self.nodes)
 
     def nbytes(self, tensor: str) -> int | None:
         shape = self.tensors.get(tensor)
@@ -169,16 +169,15 @@ def _sources(tensor: str, graph: PlanGraph, label: dict[str, str], memo: dict[st
     if tensor in memo:
         return memo[tensor]
     memo[tensor] = frozenset()  # cycle guard (graphs are acyclic; this only stops recursion)
-    producer = graph.producer
+    producer = graph.producer.get(tensor)
     if tensor in graph.graph_inputs:
         result = frozenset({"host"})
-    elif tensor in graph.constants or tensor not in producer:
+    elif tensor in graph.constants or producer is None:
         result = frozenset()
-    elif producer[tensor] in label:
-        result = frozenset({producer[tensor]})
+    elif producer.name in label:
+        result = frozenset({producer.name})
     else:  # produced by a removed node: its own inputs are the real sources
-        node = graph.by_name[producer[tensor]]
-        result = frozenset().union(*(_sources(t, graph, label, memo) for t in node.inputs if t))
+        result = frozenset().union(*(_sources(t, graph, label, memo) for t in producer.inputs if t))
     memo[tensor] = result
     return result
 

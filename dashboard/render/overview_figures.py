@@ -18,7 +18,8 @@ BAR_HEIGHT = 22
 
 
 def op_histogram_figure(frame: pd.DataFrame) -> go.Figure:
-    """Horizontal bars of node count per op type, largest on top, coloured by op domain.
+    """Horizontal bars of node count per op type, largest on top, coloured by op domain; the part
+    inside control-flow bodies (``in_bodies``) is stacked after the top-level part, hatched.
 
     ``frame`` has the columns of ``overview_data.op_histogram`` plus ``label`` (the display text
     of each op). Rows are placed by position, so two labels that shorten to the same text stay
@@ -26,24 +27,33 @@ def op_histogram_figure(frame: pd.DataFrame) -> go.Figure:
     """
     rows = frame.reset_index(drop=True)
     positions = list(range(len(rows)))
+    bodies = bool(rows["in_bodies"].sum())
     fig = go.Figure()
     for domain, group in rows.groupby("domain", sort=False):
-        fig.add_bar(
-            x=group["count"],
-            y=group.index,
-            orientation="h",
-            name=html.escape(str(domain)),
-            marker_color=DOMAIN_COLORS.get(str(domain), CUSTOM_DOMAIN_COLOR),
-            customdata=list(zip(group["label"].map(html.escape), group["share"])),
-            hovertemplate="%{customdata[0]}<br>%{x} nodes (%{customdata[1]:.1%})<extra></extra>",
-            text=group["count"],
-            textposition="outside",
-            cliponaxis=False,
-        )
+        color = DOMAIN_COLORS.get(str(domain), CUSTOM_DOMAIN_COLOR)
+        customdata = list(zip(group["label"].map(html.escape), group["share"]))
+        parts = [("top_level", html.escape(str(domain)), "", "at the top level")]
+        if bodies:
+            parts.append(("in_bodies", f"{html.escape(str(domain))} · inside bodies", "/", "inside control-flow bodies"))
+        for index, (column, name, pattern, where) in enumerate(parts):
+            last = index == len(parts) - 1
+            fig.add_bar(
+                x=group[column] if bodies else group["count"],
+                y=group.index,
+                orientation="h",
+                name=name,
+                marker={"color": color, "pattern": {"shape": pattern}},
+                customdata=customdata,
+                hovertemplate="%{customdata[0]}<br>%{x} nodes" + (f" {where}; all levels:" if bodies else "")
+                              + " (%{customdata[1]:.1%})<extra></extra>",
+                text=group["count"] if last else None,
+                textposition="outside",
+                cliponaxis=False,
+            )
     fig.update_layout(
         height=max(220, 60 + BAR_HEIGHT * len(rows)),
         margin={"l": 10, "r": 40, "t": 10, "b": 30},
-        barmode="overlay",
+        barmode="stack",
         bargap=0.25,
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0, "title": None},
         xaxis={"title": "nodes", "rangemode": "tozero"},

@@ -35,9 +35,8 @@ from collections import deque
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Iterator
 
-from dashboard import __version__
+from dashboard import __version__, platform
 from dashboard.errors import UserError
-from dashboard.runtime import platform
 from dashboard.serde import Record, SchemaError, dumps, load
 
 # dashboard.messages (the protocol's records) is imported where it is used: it pulls in numpy and

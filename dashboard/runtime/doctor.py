@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from dashboard.messages import DoctorCheck, DoctorReport, NoArgs
-from dashboard.runtime.platform import processor_name
+from dashboard.platform import processor_name
 from dashboard.runtime.socs import Soc, identify_soc
 
 MIN_PYTHON = (3, 11)  # every onnxruntime-qnn 2.7.0 wheel

@@ -24,8 +24,8 @@ import numpy as np
 import onnxruntime as ort
 
 from dashboard.errors import UserError, one_line
+from dashboard.platform import open_twice, read_at
 from dashboard.runtime.config import SessionConfig
-from dashboard.runtime.platform import open_twice, read_at
 
 QNN_EP = "QNNExecutionProvider"
 CPU_EP = "CPUExecutionProvider"

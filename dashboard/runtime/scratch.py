@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from dashboard.runtime import platform
+from dashboard import platform
 
 _LOCK = threading.Lock()
 _LIVE: set[Path] = set()

@@ -37,13 +37,13 @@ import traceback
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from dashboard import __version__, messages
+from dashboard import __version__, messages, platform
 from dashboard.errors import UserError
 from dashboard.messages import (MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, CrashArgs, DigestArgs,
                                 HostInfo, ModelChunk, ModelLocation, NoArgs, OrtViewArgs, ProbeArgs, ProbeResult,
                                 Probing, SharedMemoryProbe, WorkerHello, WorkerProgress, WorkerReply, WorkerRequest,
                                 check_file_name)
-from dashboard.runtime import platform, scratch
+from dashboard.runtime import scratch
 from dashboard.serde import Record, SchemaError, dumps, load, loads
 
 Emit = Callable[[Record], None]

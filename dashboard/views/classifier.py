@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.classify.refined import CONFIDENT_MARGIN
-from dashboard.cli.classify import report as classify_report
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Signal, explain_disagreement
+from dashboard.cli.classify import report as classify_report
 from dashboard.errors import UserError
 from dashboard.views import state
 from dashboard.views.report import download_name

@@ -4,29 +4,33 @@ Each way ends in ``state.select``; it only replaces the selection after the new 
 read, so a failed attempt shows one ``st.error`` line and leaves the previous model in place.
 Widgets act through callbacks, which run before the script: the page drawn right after a change
 already shows the new model, and an upload is processed once, not on every rerun.
+
+Uploads are stored by ``dashboard.intake.uploads`` (private folder, one copy per content, quota);
+the session keeps the ``Lease`` of the uploaded model it shows, so the file goes when the session
+does or when it moves on to another model. The upload is streamed to disk in chunks: reading it
+whole (``getbuffer``/``getvalue``) would make a second in-memory copy next to Streamlit's.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import streamlit as st
 
 from dashboard.errors import UserError
+from dashboard.intake import uploads
+from dashboard.intake.overview import counts as overview_counts
 from dashboard.intake.overview import human_bytes
-from dashboard.intake.reader import file_digest
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import state
 from dashboard.views.safe import md
 
 SAMPLE, PATH, UPLOAD = "Sample", "Path", "Upload"
 SOURCE_LABEL = {"sample": "bundled sample", "path": "path on the server", "upload": "uploaded file"}
-UPLOAD_ROOT = Path(tempfile.gettempdir()) / "qnn-backend-lab-uploads"
 MAX_NAME_BYTES = 200
+PROGRESS_FROM_BYTES = 256 << 20  # hashing below this takes well under a second: no bar
 
 _STARTED = "intake_started"
 _ERROR = "intake_error"
@@ -34,6 +38,7 @@ _MODE = "intake_mode"
 _SAMPLE = "intake_sample"
 _PATH = "intake_path"
 _UPLOAD = "intake_upload"
+_LEASE = "intake_upload_lease"  # the uploads.Lease of the selected uploaded model
 
 
 def model_argument(argv: list[str]) -> str | None:
@@ -83,24 +88,6 @@ def sidebar(argv: list[str] | None = None) -> None:
             _current_model()
 
 
-def save_upload(name: str, data: bytes | memoryview) -> tuple[Path, str]:
-    """Store uploaded bytes as ``UPLOAD_ROOT/<digest>/<original file name>``; returns the path and
-    digest. The same file uploaded twice lands in the same place."""
-    UPLOAD_ROOT.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(dir=UPLOAD_ROOT, suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        digest = file_digest(staging)
-        target = UPLOAD_ROOT / digest / upload_file_name(name)
-        target.parent.mkdir(exist_ok=True)
-        os.replace(staging, target)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
-    return target, digest
-
-
 def upload_file_name(name: str) -> str:
     """The browser's file name reduced to a safe base name (no directories or NUL, at most
     ``MAX_NAME_BYTES`` UTF-8 bytes with the extension kept); ``upload.onnx`` when nothing usable
@@ -140,17 +127,44 @@ def _sample_for(path: Path):
     return None
 
 
-def _attempt(path: str | Path, name: str, source: str, digest: str | None = None) -> bool:
+def _attempt(path: str | Path, name: str, source: str, lease: uploads.Lease | None = None) -> bool:
+    """Select the model at ``path``; on success the session keeps ``lease`` (an upload's) in
+    place of the previous one, which releases that upload."""
     try:
-        with st.spinner(f"Reading {md(name, 60)}…", show_time=True):  # hashing a multi-GB file takes a while
-            state.select(path, name, source, digest=digest)
+        with st.spinner(f"Reading {md(name, 60)}…", show_time=True):
+            state.select(path, name, source, digest=lease.digest if lease else None, progress=_hash_progress(name))
     except UserError as exc:
         message = str(exc)
-        if source == "upload":  # the user knows the file by its name, not by our storage path
-            message = message.replace(str(Path(path).resolve()), name)
+        if lease is not None:  # the user knows the file by its name, not by our storage path
+            message = message.replace(str(lease.path), name)
         st.session_state[_ERROR] = message
         return False
+    st.session_state.pop(_LEASE, None)  # deleting (not overwriting) drops the previous run's copy too
+    if lease is not None:
+        st.session_state[_LEASE] = lease
     return True
+
+
+def _hash_progress(name: str):
+    """A progress callback for hashing ``name`` that draws a sidebar bar once the file is large
+    (a 3 GB model takes seconds to hash); whole percents only, so the browser is not flooded."""
+    shown: dict[str, object] = {}
+
+    def progress(done: int, total: int) -> None:
+        if total < PROGRESS_FROM_BYTES:
+            return
+        percent = done * 100 // total
+        if "bar" not in shown:
+            with st.sidebar:
+                shown["bar"], shown["percent"] = st.progress(0, text=f"Hashing {md(name, 60)}…"), -1
+        if percent != shown["percent"]:
+            shown["percent"] = percent
+            shown["bar"].progress(percent, text=f"Hashing {md(name, 60)}: {human_bytes(done)} of "
+                                                f"{human_bytes(total)}")
+        if done >= total:
+            shown["bar"].empty()
+
+    return progress
 
 
 def _current_model() -> None:
@@ -160,8 +174,11 @@ def _current_model() -> None:
         return
     graph = state.loaded_graph()
     st.markdown(f":material/deployed_code: **{md(selected.name, 60)}**")
-    nodes = len(graph.nodes)
-    st.caption(f"{SOURCE_LABEL[selected.source]} · {nodes:,} node{'' if nodes == 1 else 's'} · "
+    counts = overview_counts(graph)
+    nodes = f"{counts.nodes:,} node{'' if counts.nodes == 1 else 's'}"
+    if counts.bodies:
+        nodes += f" ({counts.body_nodes:,} inside control flow)"
+    st.caption(f"{SOURCE_LABEL[selected.source]} · {nodes} · "
                f"{human_bytes(graph.file_bytes)} · digest `{selected.digest[:10]}`")
 
 
@@ -213,8 +230,11 @@ def _on_upload() -> None:
     if uploaded is None:  # the user removed the file; keep the selection
         return
     try:
-        path, digest = save_upload(uploaded.name, uploaded.getbuffer())
+        lease = uploads.store(uploaded, uploaded.size)
+    except UserError as exc:
+        st.session_state[_ERROR] = str(exc)
+        return
     except OSError as exc:
         st.session_state[_ERROR] = f"could not store the upload on the server: {exc.strerror or exc}"
         return
-    _attempt(path, upload_file_name(uploaded.name), "upload", digest=digest)
+    _attempt(lease.path, upload_file_name(uploaded.name), "upload", lease)

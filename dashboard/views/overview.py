@@ -27,10 +27,10 @@ def render() -> None:
     graph = state.loaded_graph()
     st.title("Model overview", anchor=False)
     st.caption(f"{md(selected.name, 120)} · {md(selected.path, 200)}")
-    _headline(graph)
+    sizes = overview_data.sizes(graph)
+    _headline(graph, sizes)
     for warning in graph.warnings:
         st.warning(md(warning), icon=":material/warning:")
-    sizes = overview_data.sizes(graph)
     if sizes.missing_external_files:
         st.warning(f"External-data file(s) not found next to the model: "
                    f"{md(', '.join(sizes.missing_external_files), 300)}. Structure and classification "
@@ -45,25 +45,33 @@ def render() -> None:
     _graph_viewer(selected, graph)
 
 
-def _headline(graph: ModelGraph) -> None:
+def _headline(graph: ModelGraph, sizes: overview_data.Sizes) -> None:
     opset = graph.opsets.get("")
+    counts = overview_data.counts(graph)
+    inside = f" + {counts.body_nodes:,} inside control-flow bodies" if counts.bodies else ""
     cells = [
-        ("Nodes", f"{len(graph.nodes):,}", None),
-        ("Op types", f"{len(graph.op_histogram()):,}", None),
+        ("Nodes", f"{counts.nodes:,}", f"{counts.top_nodes:,} at the top level{inside}"),
+        ("Op types", f"{counts.op_types:,}", f"{counts.top_op_types:,} at the top level" if counts.bodies else None),
         ("Inputs / outputs", f"{len(graph.inputs)} / {len(graph.outputs)}", None),
         ("File size", human_bytes(graph.file_bytes), None),
-        ("Weights", human_bytes(graph.weight_bytes),
-         f"{human_bytes(graph.weight_bytes - graph.external_bytes)} embedded, "
-         f"{human_bytes(graph.external_bytes)} in external-data files"),
+        ("Weights", human_bytes(sizes.weight_bytes),
+         f"{human_bytes(sizes.embedded_bytes)} embedded, {human_bytes(sizes.external_bytes)} in external-data "
+         f"files" + (f"; {human_bytes(sizes.body_bytes)} of it inside control-flow bodies" if counts.bodies else "")),
         ("IR · ai.onnx opset", f"{graph.ir_version} · {opset if opset is not None else '—'}", None),
     ]
     with st.container(horizontal=True):  # wraps on narrow screens instead of truncating values
         for label, value, help_text in cells:
             st.metric(label, value, help=help_text, border=True, width="stretch")
+    if counts.bodies:
+        st.info(f"**{counts.body_nodes:,} of the {counts.nodes:,} nodes run inside {counts.bodies} control-flow "
+                f"bod{'y' if counts.bodies == 1 else 'ies'}** (If branches, Loop and Scan bodies; nested "
+                f"{counts.deepest} deep at most): {counts.top_nodes:,} node(s) at the top level. Nodes, op types, "
+                f"weights ({human_bytes(sizes.body_bytes)} inside bodies) and the operator chart count "
+                "both; the chart marks what is inside bodies.", icon=":material/account_tree:")
     facts = [f"producer **{md(graph.producer, 80)}**" if graph.producer else "no producer recorded"]
     if graph.graph_name:
         facts.append(f"graph **{md(graph.graph_name, 80)}**")
-    facts.append(f"{len(graph.initializers):,} initializers")
+    facts.append(f"{sizes.initializers:,} initializers")
     st.caption(" · ".join(facts))
 
 
@@ -107,6 +115,8 @@ def _opsets_and_sizes(graph: ModelGraph, sizes: overview_data.Sizes) -> None:
         ("weights, total", human_bytes(sizes.weight_bytes)),
         ("weights inside the file", human_bytes(sizes.embedded_bytes)),
         ("weights in external-data files", human_bytes(sizes.external_bytes)),
+        *([("top-level weights", human_bytes(sizes.top_level_bytes)),
+           ("weights inside control-flow bodies", human_bytes(sizes.body_bytes))] if sizes.body_bytes else []),
         ("external-data files", ", ".join(short(f, 40) for f in sizes.external_files) or "none"),
     ]
     st.dataframe(pd.DataFrame(rows, columns=["what", "size"]), hide_index=True, width="stretch")

@@ -17,6 +17,7 @@ renders, other pages and other sessions reuse the results.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from dashboard.classify.refined import classify_refined
 from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.reader import Progress, file_digest, load_model
 from dashboard.views.safe import md
 
 SOURCES = ("sample", "path", "upload")
@@ -39,7 +40,7 @@ CACHE_ENTRIES = 8
 class SelectedModel:
     """The model every page shows."""
 
-    path: str  # absolute path on the server; external data is resolved next to it
+    path: str  # absolute path on the server (symlinks kept); external data is resolved next to it
     name: str  # what the user knows it as: sample title or original file name
     digest: str  # file_digest of the .onnx file, the key of every cache
     source: str  # one of SOURCES
@@ -88,24 +89,27 @@ def classifications() -> tuple[Classification, Classification]:
     return _classifications(selected.digest, selected.path)
 
 
-def select(path: str | Path, name: str, source: str, digest: str | None = None) -> SelectedModel:
+def select(path: str | Path, name: str, source: str, digest: str | None = None,
+           progress: Progress | None = None) -> SelectedModel:
     """Read the model at ``path`` and make it the selection (``digest`` when the caller already
-    hashed the file, as an upload does, to avoid reading a large file twice).
+    hashed the file, as an upload does, to avoid reading a large file twice; ``progress`` follows
+    the hashing otherwise).
 
-    Raises ``UserError``/``ModelError`` (one line) when the file cannot be read as a model; the
-    previous selection is then untouched.
+    Raises ``UserError``/``ModelError`` (one line, naming ``path`` as given, made absolute but with
+    symlinks left as they are) when the file cannot be read as a model; the previous selection is
+    then untouched.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown model source {source!r}")
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_file():
-        load_model(resolved)  # raises the one-line reason for missing files and directories
-        raise UserError(f"{resolved}: not a regular file")
+    absolute = Path(os.path.abspath(Path(path).expanduser()))
+    if not absolute.is_file():
+        load_model(absolute)  # raises the one-line reason for missing files and directories
+        raise UserError(f"{absolute}: not a regular file")
     try:
-        digest = digest or file_digest(resolved)
+        digest = digest or file_digest(absolute, progress)
     except OSError as exc:
-        raise UserError(f"{resolved}: cannot read it ({exc.strerror or exc})") from None
-    _graph(digest, str(resolved))
-    selected = SelectedModel(str(resolved), name, digest, source)
+        raise UserError(f"{absolute}: cannot read it ({exc.strerror or exc})") from None
+    _graph(digest, str(absolute))
+    selected = SelectedModel(str(absolute), name, digest, source)
     st.session_state[_SELECTED] = selected
     return selected

@@ -1,7 +1,7 @@
 """Everything that differs between POSIX and Windows, in one small module.
 
-Why one module: the worker and its client run on Windows on Snapdragon as well as on Linux, and
-the calls that break there are few but scattered by nature (``os.pread``, ``os.killpg``,
+Why one module: the worker and its client run on Windows on Snapdragon as well as on Linux (and
+the dashboard on any of them), and the calls that break there are few but scattered by nature (``os.pread``, ``os.killpg``,
 ``signal.SIGKILL``, an ``os.symlink`` that needs admin rights, exit codes that are NTSTATUS values
 rather than signals). Keeping them here, each with its Windows branch, makes the rest of the
 package portable by construction; ``tests/test_platform.py`` fails when a POSIX-only (or
@@ -210,3 +210,62 @@ def processor_name() -> str:
             return str(winreg.QueryValueEx(key, "ProcessorNameString")[0])
     except OSError:
         return host.processor()
+
+
+# -- files of one user -------------------------------------------------------------------------------
+def user_tag() -> str:
+    """Who runs this process, for a per-user folder name: the uid (POSIX), the login (Windows)."""
+    if WINDOWS:
+        import getpass
+
+        return getpass.getuser()
+    return str(os.getuid())
+
+
+def foreign_owner(info: os.stat_result) -> str | None:
+    """Why a folder with ``info`` is not this user's own (None when it is, or where ownership is
+    not a uid: Windows folders under the user's temp folder are private to them already)."""
+    if WINDOWS or info.st_uid == os.getuid():
+        return None
+    return f"belongs to uid {info.st_uid}"
+
+
+def open_no_follow(path: str | os.PathLike) -> int:
+    """A read-only descriptor of ``path`` that is never a symlink's target."""
+    if WINDOWS:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a symlink")
+        return os.open(path, os.O_RDONLY | os.O_BINARY)
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+
+
+def lock_shared(fd: int) -> None:
+    """Hold a shared lock on ``fd`` until it is closed (other readers may hold one too)."""
+    if not WINDOWS:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_SH)
+
+
+def try_lock_exclusive(fd: int) -> bool:
+    """Take the exclusive lock on ``fd`` without waiting; False when another holder has one.
+    (Windows keeps the file in use by its open handles instead, so removal fails there.)"""
+    if WINDOWS:
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def children_cpu_seconds() -> float | None:
+    """User + system CPU seconds of this process's finished children (None on Windows)."""
+    if WINDOWS:
+        return None
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
