@@ -3,6 +3,8 @@ Timeline page end to end in Chromium."""
 
 from __future__ import annotations
 
+import os
+
 import platform
 import socket
 from pathlib import Path
@@ -183,5 +185,7 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
         with page.expect_download() as download:
             page.get_by_role("button", name="Run (JSON)").click()
         assert re.fullmatch(r"cnn32-timeline-\d{8}T\d{6}Z\.json", download.value.suggested_filename)
-        page.screenshot(path=str(tmp_path / "timeline.png"), full_page=True)
+        folder = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path  # the README's
+        page.screenshot(path=str(folder / "timeline.png"), full_page=True)
+        assert (folder / "timeline.png").stat().st_size > 50_000
         browser.close()

@@ -9,10 +9,17 @@ details below then show that node.
 from __future__ import annotations
 
 import re
+import time
 
 import onnx
 import pytest
-from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
+from e2e_helpers import (
+    launch_chromium,
+    open_page,
+    require_chromium,
+    running_app,
+    wait_for_idle,
+)
 
 from dashboard.intake.samples import build_decoder
 from dashboard.render.partition_graph import CLASS_COLORS
@@ -35,6 +42,17 @@ def colour_pixels(png: bytes, hex_colour: str, tolerance: int = 12) -> int:
     target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)])
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
     return int((np.abs(pixels - target) <= tolerance).all(axis=-1).sum())
+
+
+def drawn(frame_element, colour: str, seconds: float = 60.0) -> bytes:
+    """A screenshot of the viewer once ``colour`` shows in it (the viewer lays out and draws in a
+    worker, later on a loaded machine), or the last one taken when it never does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        shot = frame_element.screenshot()
+        if colour_pixels(shot, colour) > 200 or time.monotonic() > deadline:
+            return shot
+        time.sleep(1)
 
 
 def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
@@ -62,8 +80,7 @@ def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
             for overlay in ("class", "HTP (measured)", "GPU (predicted)", "intersection plan", "segmented plan"):
                 viewer.get_by_text(overlay, exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
             viewer.get_by_text("transformer", exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            page.wait_for_timeout(1500)  # the WebGL scene settles after its first frame
-            shot = frame_element.screenshot()
+            shot = drawn(frame_element, CLASS_COLORS["both"])  # the WebGL scene settles after its first frames
             assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "no node drawn in the 'both' colour"
             assert colour_pixels(shot, CLASS_COLORS["removed"]) > 20, "no node drawn in the 'removed' colour"
             # find a node and pick it: the page's node details follow
