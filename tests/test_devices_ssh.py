@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import venv
 from pathlib import Path
 
 import onnx
@@ -284,7 +285,10 @@ def test_a_missing_remote_python_is_named(sshd):
 
 
 def test_a_remote_python_without_this_package_is_named(sshd, tmp_path):
-    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python=sys.executable,
+    # a fresh virtualenv: the test's own interpreter may have this project installed (CI installs it)
+    venv.create(tmp_path / "bare", with_pip=False)
+    bare = tmp_path / "bare" / "bin" / "python"
+    device = Device.parse(ssh_device(sshd).url, identity=str(sshd["key"]), python=str(bare),
                           workdir=str(tmp_path), host_key="accept-new", known_hosts=str(sshd["root"] / "known_hosts"))
     with pytest.raises(UserError, match=r"No module named 'dashboard'\)?$"):
         device.probe()

@@ -20,14 +20,11 @@ import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from dashboard.intake.reader import file_digest
 from dashboard.partition.report import SCHEMA, PartitionReport
 from dashboard.serde import Record, SchemaError, loads
-
-if TYPE_CHECKING:
-    from dashboard.partition.analysis import PartitionOptions
 
 # The packages whose code decides a report: the analysis, the reader and shapes it builds on, and
 # the runtime that measures.
@@ -69,7 +66,8 @@ def code_stamp() -> str:
     return digest.hexdigest()
 
 
-def cache_key(digest: str, options: PartitionOptions, device_digests: list[str], worker: str) -> str:
+def cache_key(digest: str, options: Record, device_digests: list[str], worker: str) -> str:
+    """The entry of a report of the model ``digest`` under ``options`` (the analysis's options record)."""
     blob = json.dumps({"schema": SCHEMA, "digest": digest, "options": options.to_json(), "devices": device_digests,
                        "runtime": runtime_stamp(), "code": code_stamp(), "worker": worker}, sort_keys=True)
     return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()

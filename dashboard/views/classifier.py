@@ -13,8 +13,7 @@ from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classificatio
 from dashboard.cli.classify import report as classify_report
 from dashboard.errors import UserError
 from dashboard.views import state
-from dashboard.views.report import download_name
-from dashboard.views.safe import md, plain, short
+from dashboard.views.safe import download_name, md, plain, short
 
 CLASSIFIERS = (
     ("EP rules", "The classifier proposed for the QNN EP (`backend_type=auto`, qnn_model_classifier.cc), "

@@ -38,8 +38,7 @@ from dashboard.runtime.devices import Device
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.views import graph_viewer, jobs, state
 from dashboard.views.devices import adopt, select_device
-from dashboard.views.report import download_name
-from dashboard.views.safe import md, short
+from dashboard.views.safe import download_name, md, short
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
 _HISTORY = "partition_history"      # [(options key, summary, options)] last two successful runs

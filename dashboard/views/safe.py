@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
 
 import streamlit as st
 
@@ -49,3 +51,16 @@ def full_values(label: str, values: Iterable[object], limit: int = TABLE_LIMIT) 
         return
     with st.expander(f"{label}: {len(long)} full value(s) shortened in the table"):
         st.code("\n".join(long), language=None, wrap_lines=True)
+
+
+# A download is named after the model and what it holds, stamped in UTC
+# (``cnn_classifier-timeline-20260101T120000Z.json``), never after a session label full of punctuation.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def download_name(model_path: str, kind: str, ext: str, when: datetime | None = None) -> str:
+    """``<model>-<kind>-<UTC time>.<ext>``: the model file's stem reduced to letters, digits and
+    ``._-`` (at most 60 characters), so any file system and shell takes it as it is."""
+    stem = _UNSAFE.sub("_", Path(model_path).stem).strip("._-")[:60]
+    stamp = (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stem or 'model'}-{kind}-{stamp}.{ext}"

@@ -33,8 +33,7 @@ from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRA
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
 from dashboard.views.devices import select_device
-from dashboard.views.report import download_name
-from dashboard.views.safe import md, short
+from dashboard.views.safe import download_name, md, short
 
 _RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON, "finished": UTC datetime}], oldest first
 _SHOWN = "timeline_shown"
