@@ -55,6 +55,12 @@ def drawn(frame_element, colour: str, seconds: float = 60.0) -> bytes:
         time.sleep(1)
 
 
+def overlay_shown(viewer, name: str) -> bool:
+    """Whether Model Explorer's node data panel marks the overlay ``name`` as the one drawn."""
+    row = viewer.locator(".index-row").filter(has=viewer.get_by_text(name, exact=True))
+    return "selected" in (row.locator(".visibility").first.get_attribute("class") or "")
+
+
 def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
     require_chromium()
     from playwright.sync_api import sync_playwright
@@ -83,6 +89,11 @@ def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
             shot = drawn(frame_element, CLASS_COLORS["both"])  # the WebGL scene settles after its first frames
             assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "no node drawn in the 'both' colour"
             assert colour_pixels(shot, CLASS_COLORS["removed"]) > 20, "no node drawn in the 'removed' colour"
+            # the class overlay stays the one shown until the user picks another, which then stays
+            assert overlay_shown(viewer, "class")
+            viewer.locator(".index-row").filter(has_text="intersection plan").locator(".visibility").click()
+            page.wait_for_timeout(2000)
+            assert overlay_shown(viewer, "intersection plan") and not overlay_shown(viewer, "class")
             # find a node and pick it: the page's node details follow
             search.fill("Softmax")
             viewer.get_by_text("Softmax", exact=True).first.click(modifiers=["Alt"])

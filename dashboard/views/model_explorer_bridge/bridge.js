@@ -62,11 +62,31 @@
               .replace(/url\(\/static_files\//g, `url(${base}static_files/`);
   }
 
+  // Model Explorer picks the overlay it shows by a race: the one added last if the graph is already
+  // in its pane, else the first one loaded. Until the user picks one, make it the first one Python
+  // lists, through the same visibility toggle a user clicks.
+  function showFirstOverlay(names) {
+    let userChose = false;
+    document.addEventListener("click", (event) => {
+      if (event.isTrusted && event.target.closest && event.target.closest(".index-row")) userChose = true;
+    }, true);
+    const observer = new MutationObserver(() => {
+      if (userChose) { observer.disconnect(); return; }
+      const rows = [...document.querySelectorAll(".index-row")].filter((row) => row.querySelector(".run-name"));
+      const toggles = rows.map((row) => row.querySelector(".icon-container.visibility"));
+      if (rows.length < names.length || toggles.some((toggle) => !toggle || toggle.classList.contains("hide"))) return;
+      const wanted = rows.find((row) => row.querySelector(".run-name").textContent.trim() === names[0]);
+      const toggle = wanted && wanted.querySelector(".icon-container.visibility");
+      if (toggle && !toggle.classList.contains("selected")) toggle.click();
+    });
+    observer.observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ["class"]});
+  }
+
   async function boot(args) {
     const base = new URL(`../${encodeURIComponent(args.app)}/`, location.href);
     const page = new DOMParser().parseFromString(await (await fetch(new URL("index.html", base))).text(), "text/html");
     const files = Object.assign({[GRAPH_FILE]: args.graph}, args.overlays);
-    // Model Explorer shows the overlay it loads last: the first one Python lists is the one shown.
+    // Listed last, the first overlay is usually the one Model Explorer shows; showFirstOverlay makes sure.
     const data = {models: [{url: GRAPH_FILE, adapterId: "builtin_json"}], nodeData: Object.keys(args.overlays).reverse()};
     history.replaceState(null, "", `${base.pathname}?data=${encodeURIComponent(JSON.stringify(data))}`);
     intercept(files);
@@ -81,6 +101,7 @@
       document.head.append(Object.assign(document.createElement("style"), {textContent: localCss(css, base.pathname)}));
     }
     document.getElementById("qnn-lab-status").remove();
+    if (Object.keys(args.overlays).length) showFirstOverlay(Object.keys(args.overlays));
     document.body.append(document.createElement("app-root"));
     for (const script of page.body.querySelectorAll("script[src]")) {
       const element = document.createElement("script");
