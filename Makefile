@@ -9,13 +9,16 @@ SAMPLE ?= samples/llm_decoder_kv.onnx
 .PHONY: run test board-test bench samples system-deps clean
 
 # The project itself is installed editable (no deps: requirements.txt pins them), so the `qnn-lab`
-# command and `from dashboard import notebook` work from anywhere with this environment.
+# command and `from dashboard import notebook` work from anywhere with this environment. Its bytecode
+# is compiled once, as pip does for an installed wheel: each command then starts without compiling
+# the sources, even where PYTHONDONTWRITEBYTECODE keeps Python from caching them itself.
 $(VENV)/.runtime: requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m compileall -q dashboard
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
@@ -36,6 +39,7 @@ board-test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q tests/test_board.py
 
 bench: $(VENV)/.dev system-deps
+	$(PY) -m compileall -q dashboard
 	$(PY) -m dashboard bench
 	$(PY) benchmarks/partition_bench.py
 	$(PY) benchmarks/migration_bench.py

@@ -171,7 +171,7 @@ def breakdown(model: str, dims: dict, soc, env: dict) -> None:
             ("worker start to greeting", greeting, "the worker's interpreter and imports")]
     steps = json.loads(done.stdout.strip().splitlines()[-1])  # native libraries print on stdout too
     rows += [(name, seconds, WHERE[name]) for name, seconds in steps]
-    rows.append(("worker exit", exit_s, "reaped on a thread: off the critical path"))
+    rows.append(("worker exit", exit_s, "no interpreter teardown; reaped on a thread, joined at exit"))
     print("  where the fixed cost goes (each step alone):")
     for name, seconds, where in rows:
         print(f"    {name:<36} {seconds:6.3f} s   {where}")

@@ -25,7 +25,7 @@ from dashboard.serde import Record, SchemaError, load
 from dashboard.timeline.model import Event, Request, TimelineOptions, TimelineRun
 
 PROTOCOL_VERSION = 3  # 3: the greeting names the package version; ort_view writes into the client's folder
-DIGEST = re.compile(r"[0-9a-f]{32}")  # dashboard.intake.reader.file_digest: blake2b, 16 bytes, hex
+DIGEST = re.compile(r"[0-9a-f]{32}")  # dashboard.intake.digest.file_digest: blake2b, 16 bytes, hex
 MAX_LINE = 64 << 20
 """The longest protocol line either end reads (bytes). Why a cap: a line is read whole before it
 is parsed, so without one a broken or hostile worker that writes 300 MB without a newline made the

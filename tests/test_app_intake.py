@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from dashboard.intake import uploads
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.views import intake
 

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime.devices import Device
 from dashboard.views.state import SelectedModel

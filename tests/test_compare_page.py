@@ -10,7 +10,7 @@ import pytest
 from page_jobs import settle
 from streamlit.testing.v1 import AppTest
 
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.views.state import SelectedModel
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from fake_workers import alive
 
 from dashboard import __version__
 from dashboard.errors import UserError
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.messages import PROTOCOL_VERSION, Upload
 from dashboard.runtime.client import PROJECT_ROOT

@@ -1016,7 +1016,7 @@ def test_load_structure_keeps_small_initializers_and_only_headers_of_large_ones(
 def test_file_digest_reports_progress_and_keeps_the_hash(tmp_path):
     import hashlib
 
-    from dashboard.intake.reader import DIGEST_CHUNK, file_digest
+    from dashboard.intake.digest import DIGEST_CHUNK, file_digest
 
     path = tmp_path / "big.bin"
     path.write_bytes(np.random.default_rng(5).bytes(3 * DIGEST_CHUNK + 12345))
@@ -1032,23 +1032,23 @@ def test_commands_show_hashing_progress_of_a_large_model_on_stderr(tmp_path, cap
     """The command line installs a stderr reporter for every hash it makes (partition and timeline
     hash deep inside, some on a thread); a 300 MB file shows its tenths, a small one nothing."""
     from dashboard.cli.common import stderr_progress
-    from dashboard.intake import reader
+    from dashboard.intake import digest
 
     big, small = tmp_path / "big.onnx", tmp_path / "small.onnx"
     with open(big, "wb") as handle:
         handle.truncate(300 << 20)
     small.write_bytes(b"x" * 1000)
-    reader.report_digest_progress(stderr_progress())
+    digest.report_digest_progress(stderr_progress())
     try:
-        reader.file_digest(small)
+        digest.file_digest(small)
         assert capsys.readouterr().err == ""
-        reader.file_digest(big)
+        digest.file_digest(big)
     finally:
-        reader.report_digest_progress(None)
+        digest.report_digest_progress(None)
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "hashing the model:   0% of 0.3 GB" and lines[-1] == "hashing the model: 100% of 0.3 GB"
     assert len(lines) == 11
-    reader.file_digest(big)
+    digest.file_digest(big)
     assert capsys.readouterr().err == ""  # uninstalled: the library itself never prints
 
 
@@ -1058,7 +1058,7 @@ def test_cli_main_installs_the_progress_reporter(tmp_path):
     big = tmp_path / "big.bin"
     with open(big, "wb") as handle:
         handle.truncate(300 << 20)
-    script = ("import sys; from dashboard.cli.main import main; from dashboard.intake.reader import file_digest; "
+    script = ("import sys; from dashboard.cli.main import main; from dashboard.intake.digest import file_digest; "
               "main(['classify', sys.argv[1], '--json']); file_digest(sys.argv[2])")
     model = zoo.save(zoo.ZOO["mlp_tabular"].build(), tmp_path)
     done = subprocess.run([sys.executable, "-c", script, str(model), str(big)], capture_output=True, text=True,

@@ -14,7 +14,7 @@ from page_jobs import settle
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import sample_path
 from dashboard.runtime.devices import Device
 

@@ -16,7 +16,7 @@ from fake_workers import processes_with_env
 from streamlit.testing.v1 import AppTest
 
 from dashboard.errors import UserError
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn_options import OPTIONS

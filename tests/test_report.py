@@ -18,7 +18,8 @@ from test_devices_ssh import ssh_device, sshd  # noqa: F401 - the loopback sshd 
 
 from dashboard.classify.ep_rules import classify_ep
 from dashboard.classify.refined import classify_refined
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.render.report import ReportInput, build_html
 from dashboard.runtime.client import PROJECT_ROOT

@@ -18,7 +18,7 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.intake import uploads
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import SAMPLES, sample_path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import urllib.request
 import onnx
 import pytest
 
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import sample_path
 from dashboard.render import netron as netron_view
 

@@ -16,7 +16,7 @@ import pytest
 from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.messages import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 from dashboard.runtime.client import (PROJECT_ROOT, STOP_GRACE, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
                                       WorkerTimeout, WorkerVersionError, local_worker_argv)

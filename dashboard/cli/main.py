@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser(argv).parse_args(argv)
         from dashboard.cli.common import stderr_progress
-        from dashboard.intake.reader import report_digest_progress
+        from dashboard.intake.digest import report_digest_progress
 
         report_digest_progress(stderr_progress())
         return int(args.run(args) or 0)

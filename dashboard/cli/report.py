@@ -14,7 +14,8 @@ from pathlib import Path
 
 from dashboard.cli.partition import add_partition_options, analyze_from_args, options_from_args
 from dashboard.errors import UserError
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.messages import ProgressEvent, Status, StrategyStart
 from dashboard.partition.analysis import parse_assignments
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions

@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 from dashboard import platform
 from dashboard.errors import UserError
-from dashboard.intake.reader import DIGEST_CHUNK, content_hasher
+from dashboard.intake.digest import DIGEST_CHUNK, content_hasher
 
 ENV_DIR = "QNN_LAB_UPLOAD_DIR"
 ENV_QUOTA = "QNN_LAB_UPLOAD_QUOTA"

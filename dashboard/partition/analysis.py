@@ -337,8 +337,8 @@ def _run_worker(device: Device, path: str, digest: str | None, args: PartitionAr
     """The worker's result, or (None, one-line reason) when it crashed, hung or failed. An
     unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``.
 
-    The worker's exit (interpreter and QNN teardown, about 0.1 s) is nobody's wait: it is reaped
-    on a non-daemon thread, which this process joins before it ends, so no worker outlives it."""
+    The worker's exit is nobody's wait: it is reaped on a non-daemon thread, which this process
+    joins before it ends, so no worker outlives it (a remote worker's SSH session takes a while)."""
     from dashboard.runtime.client import WorkerError
 
     cancel.check()

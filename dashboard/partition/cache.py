@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-from dashboard.intake.reader import file_digest
+from dashboard.intake.digest import file_digest
 from dashboard.partition.report import SCHEMA, PartitionReport
 from dashboard.serde import Record, SchemaError, loads
 

@@ -9,8 +9,6 @@
 - ``devices``: ``Device``, where a worker runs (this machine, another interpreter, SSH);
 - ``socs``: named Snapdragon parts and their ``soc_model``/``htp_arch``, with sources;
 - ``qnn_options``: the QNN EP's provider options and the values it accepts (checked by ``config``);
-- ``platform``: every call that differs between POSIX and Windows (process groups, exit codes,
-  signals, files), so the rest runs on Windows on Snapdragon unchanged;
 - ``scratch``: the worker's scratch folders, removed even when a request is abandoned;
 - ``doctor``: the device doctor, run in a worker: why each backend does or does not initialize;
 - ``install``: ``device install``, the worker's wheel into a virtualenv on a device over SSH.

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.messages import (ProgressEvent, Setup, Status, StrategyStart, TimelineArgs, TimelineEvent,
                                 TimelineRequest, Upload)
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun

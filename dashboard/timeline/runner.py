@@ -36,7 +36,8 @@ import numpy as np
 
 from dashboard.classify.ep_rules import classify_ep
 from dashboard.errors import UserError, one_line
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import resolve_dims
 from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
                                 TimelineRequest)

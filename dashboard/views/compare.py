@@ -22,7 +22,8 @@ from dashboard.classify.refined import classify_refined
 from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.reader import file_digest, load_model
+from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.intake.shapes import is_float_model
 from dashboard.partition.analysis import OPT_LEVELS, PartitionOptions, analyze

@@ -28,7 +28,8 @@ from dashboard.classify.refined import classify_refined
 from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.reader import Progress, file_digest, load_model
+from dashboard.intake.digest import Progress, file_digest
+from dashboard.intake.reader import load_model
 from dashboard.views.safe import md
 
 SOURCES = ("sample", "path", "upload")
