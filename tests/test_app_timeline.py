@@ -186,6 +186,11 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
             page.get_by_role("button", name="Run (JSON)").click()
         assert re.fullmatch(r"cnn32-timeline-\d{8}T\d{6}Z\.json", download.value.suggested_filename)
         folder = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path  # the README's
-        page.screenshot(path=str(folder / "timeline.png"), full_page=True)
+        page.get_by_role("tab", name="hot migration").click()
+        # Streamlit scrolls inside its own container: grow the viewport to the page's length first
+        height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+        page.set_viewport_size({"width": 1600, "height": min(max(height, 1200), 4000)})
+        wait_for_idle(page)
+        page.screenshot(path=str(folder / "timeline.png"))
         assert (folder / "timeline.png").stat().st_size > 50_000
         browser.close()
