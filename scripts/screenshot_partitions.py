@@ -16,9 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.e2e_helpers import launch_chromium, open_page, running_app, wait_for_idle  # noqa: E402
+from tests.e2e_helpers import app_in_browser, open_partition_graph  # noqa: E402
 
 ANALYSIS_TIMEOUT_S = 300
 
@@ -26,20 +24,12 @@ ANALYSIS_TIMEOUT_S = 300
 def main() -> None:
     model = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "samples" / "llm_decoder_kv.onnx")
     out = sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "docs" / "partitions.png")
-    with running_app("--model", model) as app, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        page = browser.new_page(viewport={"width": 1600, "height": 2300})
-        page.goto(app.url)
-        wait_for_idle(page)
-        open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT_S)
-        page.get_by_text("keep the model off the NPU").first.wait_for(timeout=ANALYSIS_TIMEOUT_S * 1000)
-        page.get_by_role("tab", name="Graph").click()
-        wait_for_idle(page)
+    with app_in_browser("--model", model, viewport={"width": 1600, "height": 2300}) as (_, page):
+        open_partition_graph(page, timeout=ANALYSIS_TIMEOUT_S)
         viewer = page.frame_locator('iframe[title*="model_explorer"]')
         viewer.get_by_text("class", exact=True).first.wait_for(timeout=120_000)  # the overlays are loaded
         time.sleep(3)  # Model Explorer lays out and draws in its worker after the page is idle
         page.screenshot(path=out)
-        browser.close()
     print(out)
 
 

@@ -130,6 +130,33 @@ def launch_chromium(playwright, **kwargs):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, **kwargs)
 
 
+@contextmanager
+def app_in_browser(*script_args: str, viewport: dict[str, int], env: dict[str, str] | None = None) -> Iterator:
+    """``(app, page)``: the app started on ``script_args``, opened in headless Chromium and drawn;
+    the browser and the app are stopped when the block ends."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with running_app(*script_args, env=env) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport=viewport)
+            page.goto(app.url)
+            wait_for_idle(page)
+            yield app, page
+        finally:
+            browser.close()
+
+
+def open_partition_graph(page, timeout: float) -> None:
+    """Open the Partitions page, wait ``timeout`` seconds at most for its analysis (it runs in the
+    worker meanwhile), then open its Graph tab."""
+    open_page(page, "Partitions", timeout=timeout)
+    page.get_by_text("keep the model off the NPU").first.wait_for(timeout=timeout * 1000)
+    page.get_by_role("tab", name="Graph").click()
+    wait_for_idle(page)
+
+
 def wait_for_idle(page, timeout: float = IDLE_TIMEOUT) -> None:
     """Wait until the app has drawn and settled: no script run in progress (Streamlit shows its
     status widget meanwhile), no stale (dimmed) elements, and no skeletons of element types whose

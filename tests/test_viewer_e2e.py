@@ -13,13 +13,7 @@ import time
 
 import onnx
 import pytest
-from e2e_helpers import (
-    launch_chromium,
-    open_page,
-    require_chromium,
-    running_app,
-    wait_for_idle,
-)
+from e2e_helpers import app_in_browser, open_partition_graph, wait_for_idle
 
 from dashboard.intake.samples import build_decoder
 from dashboard.render.partition_graph import CLASS_COLORS
@@ -62,75 +56,52 @@ def overlay_shown(viewer, name: str) -> bool:
 
 
 def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
     model = tmp_path / "decoder.onnx"
     onnx.save(build_decoder(400), model)
     env = {"QNN_LAB_CACHE": str(tmp_path / "cache")}
-    with running_app("--model", str(model), env=env) as app, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(app.url)
-            wait_for_idle(page)
-            open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT)
-            page.get_by_text("keep the model off the NPU").first.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)
-            page.get_by_role("tab", name="Graph").click()
-            wait_for_idle(page)
-            frame_element = page.locator(FRAME)
-            viewer = page.frame_locator(FRAME)
-            search = viewer.get_by_placeholder("Search nodes/layers by regex")
-            search.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            # every overlay is listed, the class overlay is the one drawn
-            for overlay in ("class", "HTP (measured)", "GPU (predicted)", "intersection plan", "segmented plan"):
-                viewer.get_by_text(overlay, exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            viewer.get_by_text("transformer", exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            shot = drawn(frame_element, CLASS_COLORS["both"])  # the WebGL scene settles after its first frames
-            assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "no node drawn in the 'both' colour"
-            assert colour_pixels(shot, CLASS_COLORS["removed"]) > 20, "no node drawn in the 'removed' colour"
-            # the class overlay stays the one shown until the user picks another, which then stays
-            assert overlay_shown(viewer, "class")
-            viewer.locator(".index-row").filter(has_text="intersection plan").locator(".visibility").click()
-            page.wait_for_timeout(2000)
-            assert overlay_shown(viewer, "intersection plan") and not overlay_shown(viewer, "class")
-            # find a node and pick it: the page's node details follow
-            search.fill("Softmax")
-            viewer.get_by_text("Softmax", exact=True).first.click(modifiers=["Alt"])
-            node = "/transformer/h.0/attn/Softmax"
-            details = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="op Softmax")
-            details.first.wait_for(timeout=60_000)
-            assert node in details.first.inner_text()
-            wait_for_idle(page)
-            picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Node (or click one in the graph)")
-            assert picker.locator("input").input_value() == node
-            assert not page.locator('[data-testid="stException"]').count()
-            page.screenshot(path=str(tmp_path / "partition_graph.png"))
-        finally:
-            browser.close()
+    with app_in_browser("--model", str(model), viewport=VIEWPORT, env=env) as (_, page):
+        open_partition_graph(page, timeout=ANALYSIS_TIMEOUT)
+        frame_element = page.locator(FRAME)
+        viewer = page.frame_locator(FRAME)
+        search = viewer.get_by_placeholder("Search nodes/layers by regex")
+        search.wait_for(timeout=VIEWER_TIMEOUT_MS)
+        # every overlay is listed, the class overlay is the one drawn
+        for overlay in ("class", "HTP (measured)", "GPU (predicted)", "intersection plan", "segmented plan"):
+            viewer.get_by_text(overlay, exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
+        viewer.get_by_text("transformer", exact=True).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
+        shot = drawn(frame_element, CLASS_COLORS["both"])  # the WebGL scene settles after its first frames
+        assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "no node drawn in the 'both' colour"
+        assert colour_pixels(shot, CLASS_COLORS["removed"]) > 20, "no node drawn in the 'removed' colour"
+        # the class overlay stays the one shown until the user picks another, which then stays
+        assert overlay_shown(viewer, "class")
+        viewer.locator(".index-row").filter(has_text="intersection plan").locator(".visibility").click()
+        page.wait_for_timeout(2000)
+        assert overlay_shown(viewer, "intersection plan") and not overlay_shown(viewer, "class")
+        # find a node and pick it: the page's node details follow
+        search.fill("Softmax")
+        viewer.get_by_text("Softmax", exact=True).first.click(modifiers=["Alt"])
+        node = "/transformer/h.0/attn/Softmax"
+        details = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="op Softmax")
+        details.first.wait_for(timeout=60_000)
+        assert node in details.first.inner_text()
+        wait_for_idle(page)
+        picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Node (or click one in the graph)")
+        assert picker.locator("input").input_value() == node
+        assert not page.locator('[data-testid="stException"]').count()
+        page.screenshot(path=str(tmp_path / "partition_graph.png"))
 
 
 def test_hostile_names_show_as_text_in_the_viewer(hostile_layernorm_model):
     """Node and input names holding HTML and script are drawn and listed as text: nothing runs."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with running_app("--model", str(hostile_layernorm_model)) as app, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(app.url)
-            wait_for_idle(page)
-            page.locator('[data-testid="stButtonGroup"]').get_by_text("Model Explorer", exact=True).click()
-            wait_for_idle(page)
-            viewer = page.frame_locator(FRAME)
-            search = viewer.get_by_placeholder("Search nodes/layers by regex")
-            search.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            search.fill("LayerNormalization")  # the results list shows the hostile name scopes as DOM text
-            viewer.get_by_text(re.compile(r"^\s*\d+ results?\s*$")).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
-            page.wait_for_timeout(1500)
-            frame = next(f for f in page.frames if "model_explorer_app" in f.url)
-            assert frame.evaluate("window.__pwned") is None and page.evaluate("window.__pwned") is None
-            assert frame.locator('img[src="x"], script:not([src])').count() == 0
-        finally:
-            browser.close()
+    with app_in_browser("--model", str(hostile_layernorm_model), viewport=VIEWPORT) as (_, page):
+        page.locator('[data-testid="stButtonGroup"]').get_by_text("Model Explorer", exact=True).click()
+        wait_for_idle(page)
+        viewer = page.frame_locator(FRAME)
+        search = viewer.get_by_placeholder("Search nodes/layers by regex")
+        search.wait_for(timeout=VIEWER_TIMEOUT_MS)
+        search.fill("LayerNormalization")  # the results list shows the hostile name scopes as DOM text
+        viewer.get_by_text(re.compile(r"^\s*\d+ results?\s*$")).first.wait_for(timeout=VIEWER_TIMEOUT_MS)
+        page.wait_for_timeout(1500)
+        frame = next(f for f in page.frames if "model_explorer_app" in f.url)
+        assert frame.evaluate("window.__pwned") is None and page.evaluate("window.__pwned") is None
+        assert frame.locator('img[src="x"], script:not([src])').count() == 0
