@@ -88,6 +88,10 @@ REAL_ZOO: list[RealModel] = [
     # Held out until the rules froze; it tied there (greedy loop 14 vs image + CNN 14), so the loop's
     # weight was raised and the model moved to tuning (docs/classifier_zoo.md).
     _export("torch_greedy_captioner.onnx", DECODER_NO_CACHE, TUNING, GENAI),
+    # Greedy decoding as a real loop (ONNX Loop): exported after the rule that follows a Loop's carried
+    # state was written on hand-built graphs, then classified once.
+    _export("torch_gru_greedy_loop.onnx", DECODER_NO_CACHE, HELD_OUT, GENAI),
+    _export("torch_decoder_greedy_loop.onnx", DECODER_NO_CACHE, HELD_OUT, GENAI),
     _export("torch_gru_seq2seq.onnx", DECODER_NO_CACHE, TUNING, GENAI),
     _export("torch_transformer_seq2seq.onnx", DECODER_NO_CACHE, HELD_OUT, GENAI),
     _export("hf_gpt2_no_cache.onnx", DECODER_NO_CACHE, TUNING, GENAI),

@@ -66,7 +66,9 @@ def test_genai_without_a_kv_cache_shows_the_autoregressive_loop(file):
     ("step_decoder", ["romanizer_ar_decoder.onnx", "romanizer_fa_decoder.onnx", "torch_gru_step_decoder.onnx",
                       "torch_lstm_attention_step_decoder.onnx"], "is carried to output"),
     ("greedy_feedback", ["torch_greedy_gru_translator.onnx", "torch_greedy_captioner.onnx"],
-     "picks a token that indexes"),
+     "the next step reads this step's output"),
+    ("greedy_feedback", ["torch_gru_greedy_loop.onnx", "torch_decoder_greedy_loop.onnx"],
+     "the loop carries it to its next iteration"),
     ("seq2seq_decoder", ["torch_gru_seq2seq.onnx", "torch_transformer_seq2seq.onnx", "hf_whisper_decoder.onnx",
                          "hf_t5_decoder.onnx", "hf_marian_decoder.onnx"], "target tokens"),
     ("causal_mask", ["hf_gpt2_no_cache.onnx", "hf_llama_no_cache.onnx"], "compares positions"),
@@ -171,6 +173,54 @@ def test_argmax_into_a_label_table_is_no_greedy_loop(tmp_path):
     result = _classify(tmp_path, nodes, [helper.make_tensor_value_info("x", F, ["b", 64])],
                        [helper.make_tensor_value_info("label", I64, ["b"])], inits, "labels")
     assert not fired(result, "greedy_feedback") and result.verdict == NON_GENAI
+
+
+def _looped(body_nodes, carried_in, carried_out, carried_type, body_inits, outer_input, outer_type):
+    """A Loop over ``body_nodes`` carrying one state (``carried_in`` -> ``carried_out``) from the
+    graph input ``outer_input``, with the body's own initializers."""
+    body = helper.make_graph(
+        body_nodes + [helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info(carried_in, carried_type, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info(carried_out, carried_type, None)], body_inits)
+    nodes = [helper.make_node("Loop", ["steps", "", outer_input], ["final"], name="loop", body=body)]
+    inputs = [helper.make_tensor_value_info(outer_input, outer_type, ["b"]),
+              helper.make_tensor_value_info("steps", I64, [])]
+    return nodes, inputs, [helper.make_tensor_value_info("final", outer_type, None)]
+
+
+def test_a_loop_carrying_a_label_lookup_or_a_float_state_is_no_greedy_loop(tmp_path):
+    """The carried-state edge only matters where the loop feeds its ArgMax back into a 2-D embedding:
+    a loop that re-maps a label through a 1-D table, or refines a float state, does not generate."""
+    lookup = [helper.make_node("Gather", ["labels", "label_in"], ["code"], name="lookup"),
+              helper.make_node("Cast", ["code"], ["codef"], to=F),
+              helper.make_node("Unsqueeze", ["codef", "one"], ["col"]),
+              helper.make_node("MatMul", ["col", "w"], ["scores"], name="fc"),
+              helper.make_node("ArgMax", ["scores"], ["label_out"], name="argmax", axis=-1, keepdims=0)]
+    inits = [numpy_helper.from_array(np.arange(10, dtype=np.int64), "labels"),
+             numpy_helper.from_array(np.array([-1], np.int64), "one"), _weight("w", 1, 10)]
+    nodes, inputs, outputs = _looped(lookup, "label_in", "label_out", I64, inits, "label", I64)
+    result = _classify(tmp_path, nodes, inputs, outputs, [], "label_loop")
+    assert not fired(result, "greedy_feedback") and result.verdict != GENAI
+    refine = [helper.make_node("MatMul", ["x_in", "w"], ["m"], name="fc"),
+              helper.make_node("Tanh", ["m"], ["x_out"])]
+    nodes, inputs, outputs = _looped(refine, "x_in", "x_out", F, [_weight("w", 8, 8)], "features", F)
+    result = _classify(tmp_path, nodes, inputs, outputs, [], "refine_loop")
+    assert not fired(result, "greedy_feedback") and result.verdict != GENAI
+
+
+def test_greedy_feedback_through_a_loop_is_seen_and_said(tmp_path):
+    """The same ArgMax-into-embedding step, once as a Loop body: the evidence says the loop carries
+    the token, and the model is GenAI."""
+    step = [helper.make_node("Gather", ["emb", "tok_in"], ["e"], name="embed"),
+            helper.make_node("MatMul", ["e", "w"], ["logits"], name="lm_head"),
+            helper.make_node("ArgMax", ["logits"], ["tok_out"], name="pick", axis=-1, keepdims=0)]
+    nodes, inputs, outputs = _looped(step, "tok_in", "tok_out", I64, [_weight("emb", 300, 16), _weight("w", 16, 300)],
+                                     "bos", I64)
+    result = _classify(tmp_path, nodes, inputs, outputs, [], "tiny_generate")
+    assert any("the loop carries it to its next iteration" in e for e in fired(result, "greedy_feedback"))
+    assert result.verdict == GENAI and "in a generation loop" in result.explanation
 
 
 def test_two_conv_model_alone_is_uncertain(tmp_path):

@@ -10,8 +10,8 @@ What counts here is what only a decoder has: past inputs that come back as prese
 token longer (a KV cache), a causal attention mask, logits over the token-embedding vocabulary,
 int4 weight-only matmuls, and the autoregressive loop itself where a decoder carries no cache: a
 recurrent state in and out next to a token input (a step decoder), an ArgMax fed back into the
-token embedding (a greedy loop unrolled in the graph), target-so-far tokens next to a source
-(seq2seq); against that, signal inputs that a decoder never has: images reaching a conv stem or
+token embedding (a greedy loop, unrolled in the graph or carried by a Loop), target-so-far tokens
+next to a source (seq2seq); against that, signal inputs that a decoder never has: images reaching a conv stem or
 patch embedding (through layout, normalisation or quantisation), spectrograms, waveforms or
 in-graph filterbanks, dense feature vectors, recurrent cells over signal features, a deep conv
 backbone, classical-ML ops, or token ids feeding a bidirectional (non-causal, cache-less) encoder.
@@ -148,6 +148,9 @@ class _Index:
     by_op: dict[str, list[Node]] = field(default_factory=lambda: defaultdict(list))
     ml_nodes: list[Node] = field(default_factory=list)
     control_flow: list[Node] = field(default_factory=list)
+    # A Loop's or Scan's carried state: body output -> the body input it becomes at the next
+    # iteration (both renamed, see ``_flatten``); a forward walk crosses it as an Identity.
+    carried: dict[str, str] = field(default_factory=dict)
 
 
 def _index(model: ModelGraph) -> _Index:
@@ -185,6 +188,10 @@ def _forward(index: _Index, start: str, targets, passing, max_hops: int = 5, lim
     for _ in range(max_hops):
         next_frontier = []
         for name in frontier:
+            following = index.carried.get(name)
+            if following is not None and following not in seen:  # the next iteration reads it
+                seen.add(following)
+                next_frontier.append(following)
             for node in index.consumers.get(name, ()):
                 if node.op_type in targets:
                     return node, name
@@ -254,12 +261,28 @@ def _spatial(dim) -> bool:
 
 # -- control-flow bodies -----------------------------------------------------------------------
 
+def _carried_slots(parent: Node, body) -> list[tuple[int, int]]:
+    """(body output, body input) slots of the state a Loop or Scan carries from one iteration to
+    the next: a Loop's outputs 1..N become its inputs 2..N+1, a Scan's first N outputs its first N
+    inputs (N: the inputs that are not scanned)."""
+    if parent.op_type == "Loop":
+        return [(1 + i, 2 + i) for i in range(max(0, min(len(body.inputs) - 2, len(body.outputs) - 1)))]
+    if parent.op_type == "Scan":
+        scanned = parent.attributes.get("num_scan_inputs")
+        states = len(body.inputs) - scanned if isinstance(scanned, int) else 0
+        return [(i, i) for i in range(max(0, min(states, len(body.outputs))))]
+    return []
+
+
 def _flatten(parent: Node):
-    """The nodes and initializers of ``parent``'s bodies, renamed into the outer scope: names a
-    body defines get a ``<parent>/<body>/`` prefix, Loop/Scan formal inputs are bound to the
-    tensors the parent passes in, free (outer-scope) names stay as they are."""
+    """The nodes, initializers and carried state (``_Index.carried``) of ``parent``'s bodies,
+    renamed into the outer scope: names a body defines get a ``<parent>/<body>/`` prefix, Loop/Scan
+    formal inputs are bound to the tensors the parent passes in, free (outer-scope) names stay as
+    they are. The carried state is what makes a generation Loop's feedback visible: the token a
+    body picks is the token its next iteration embeds."""
     nodes: list[Node] = []
     inits: dict[str, Initializer] = {}
+    carried: dict[str, str] = {}
     for key, body in parent.bodies.items():
         prefix = f"{parent.name}/{key}"
         first = {"Loop": 2, "Scan": 0}.get(parent.op_type, len(body.inputs))
@@ -272,6 +295,10 @@ def _flatten(parent: Node):
                 return name
             return bind.get(name) or (f"{prefix}/{name}" if name in local else name)
 
+        for out_slot, in_slot in _carried_slots(parent, body):
+            source, target = rename(body.outputs[out_slot].name), rename(body.inputs[in_slot].name)
+            if source and target and source != target:
+                carried[source] = target
         for init in body.initializers.values():
             inits[rename(init.name)] = replace(init, name=rename(init.name))
         taken: set[str] = set()
@@ -284,19 +311,21 @@ def _flatten(parent: Node):
                            outputs=tuple(rename(x) for x in sub.outputs))
             nodes.append(node)
             if node.subgraphs:
-                inner_nodes, inner_inits = _flatten(node)
+                inner_nodes, inner_inits, inner_carried = _flatten(node)
                 nodes += inner_nodes
                 inits.update(inner_inits)
-    return nodes, inits
+                carried.update(inner_carried)
+    return nodes, inits, carried
 
 
 def _flatten_bodies(index: _Index) -> list[str]:
     """Add the bodies of the top-level control-flow nodes to ``index``; one note per parent."""
     notes, extra_nodes, extra_inits = [], [], {}
     for parent in list(index.control_flow):
-        body_nodes, body_inits = _flatten(parent)
+        body_nodes, body_inits, carried = _flatten(parent)
         extra_nodes += body_nodes
         extra_inits.update(body_inits)
+        index.carried.update(carried)
         notes.append(f"{parent.op_type} '{parent.name}': {len(body_nodes)} subgraph node(s) analysed with it")
     if extra_nodes:
         index.inits = {**index.inits, **extra_inits}
@@ -593,8 +622,9 @@ def _step_decoder(streams: list[_Embedding], logits: dict[str, list[str]], state
 def _greedy_feedback(index: _Index):
     """ArgMax / TopK indices that index a 2-D embedding table: the token picked at one step is the
     input of the next, i.e. greedy decoding unrolled in the graph. A classifier's ArgMax ends in
-    an output or a label lookup (a 1-D table), never in an embedding."""
-    evidence = []
+    an output or a label lookup (a 1-D table), never in an embedding. The feedback may cross a
+    Loop's carried state (``_Index.carried``): greedy decoding written as a real loop."""
+    evidence, loops, carried_into = [], 0, set(index.carried.values())
     for op in GREEDY_OPS:
         for node in index.by_op.get(op, ()):
             ids = node.outputs[0] if op == "ArgMax" else node.outputs[1] if len(node.outputs) > 1 else ""
@@ -603,10 +633,16 @@ def _greedy_feedback(index: _Index):
             table = _weight_shape(index, gather.inputs[0]) if gather is not None and len(gather.inputs) > 1 \
                 and gather.inputs[1] == via else None
             if table is not None and len(table[1]) == 2:
+                looped = via in carried_into
                 evidence.append(f"{op} '{node.name}' picks a token that indexes '{table[0]}' {list(table[1])} in "
-                                f"{gather.op_type} '{gather.name}' (the next step reads this step's output)")
-    gist = (f"{len(evidence)} ArgMax/TopK step(s) fed back into the token embedding: greedy decoding unrolled "
-            "in the graph") if evidence else ""
+                                f"{gather.op_type} '{gather.name}' (" + (
+                                    "the loop carries it to its next iteration)" if looped
+                                    else "the next step reads this step's output)"))
+                loops += looped
+    where = ("in a generation loop" if loops == len(evidence) else "unrolled in the graph" if not loops
+             else "unrolled and in a generation loop")
+    gist = (f"{len(evidence)} ArgMax/TopK step(s) fed back into the token embedding: greedy decoding "
+            f"{where}") if evidence else ""
     return evidence, gist
 
 

@@ -6,7 +6,7 @@ torch, transformers and optimum are not project dependencies. To regenerate (pin
     python3 -m venv /work/export-venv
     /work/export-venv/bin/pip install torch==2.13.0 onnx==1.23.2 onnxscript==0.7.2 \\
         transformers==4.57.6 optimum==2.1.0 optimum-onnx==0.1.0 onnxruntime==1.32.0
-    /work/export-venv/bin/python tests/data/make_zoo_exports.py
+    /work/export-venv/bin/python tests/data/make_zoo_exports.py [--only FILE.onnx ...]
 
 Nothing is downloaded: every model is built from a config or a module defined here. Two sources:
 
@@ -15,7 +15,7 @@ Nothing is downloaded: every model is built from a config or a module defined he
   cache, TrOCR, wav2vec2 CTC, BERT, ResNet, SegFormer).
 - ``torch_*``: architectures the hub exporters do not cover, written here after the families of
   issue 11: GRU/LSTM step decoders with a recurrent state in and out, greedy loops unrolled in the
-  graph, seq2seq graphs over source and target tokens, CRNN+CTC recognisers, a YOLO-style detector
+  graph or written as real loops (ONNX Loop), seq2seq graphs over source and target tokens, CRNN+CTC recognisers, a YOLO-style detector
   and a U-Net with dynamic height and width, audio CNNs on raw waveforms and in-graph
   spectrograms, deep and channels-last ResNets, dynamically quantised LSTM / CNN (quantised with
   onnxruntime.quantization), and small heads over sentence embeddings.
@@ -190,6 +190,77 @@ class GreedyCaptioner(nn.Module):
             word = self.out(h).argmax(-1)
             words.append(word)
         return torch.stack(words, 1)
+
+
+class _GruCell(nn.Module):
+    """A GRU cell written out: TorchScript cannot export ``nn.GRUCell``'s optional-state branch."""
+
+    def __init__(self, inputs: int, hidden: int) -> None:
+        super().__init__()
+        self.x = nn.Linear(inputs, 3 * hidden)
+        self.h = nn.Linear(hidden, 3 * hidden)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        xr, xz, xn = self.x(x).chunk(3, -1)
+        hr, hz, hn = self.h(h).chunk(3, -1)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        return (1 - z) * torch.tanh(xn + r * hn) + z * h
+
+
+class GruGreedyLoop(nn.Module):
+    """Greedy translation as a real loop (scripted, so it exports as ONNX Loops): a GRU encoder
+    over the source tokens, then ``max_length`` decoder steps carried by a Loop, each step's ArgMax
+    embedded by the next iteration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.src_embed = nn.Embedding(VOCAB, EMBED)
+        self.encoder = _GruCell(EMBED, HIDDEN)
+        self.tgt_embed = nn.Embedding(VOCAB, EMBED)
+        self.decoder = _GruCell(EMBED, HIDDEN)
+        self.out = nn.Linear(HIDDEN, VOCAB)
+
+    def forward(self, source: torch.Tensor, h: torch.Tensor, bos: torch.Tensor,
+                max_length: torch.Tensor) -> torch.Tensor:
+        x = self.src_embed(source)
+        for i in range(x.shape[1]):
+            h = self.encoder(x[:, i], h)
+        token = bos
+        tokens = bos.unsqueeze(1)
+        for step in range(int(max_length)):
+            h = self.decoder(self.tgt_embed(token), h)
+            token = self.out(h).argmax(-1)
+            tokens = torch.cat([tokens, token.unsqueeze(1)], 1)
+        return tokens
+
+
+class DecoderGreedyLoop(nn.Module):
+    """``generate()`` of a one-layer causal transformer written as a loop (scripted): each
+    iteration re-reads every token so far (no cache), masks future positions with ``triu`` and
+    appends the ArgMax of the last position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.pos = nn.Embedding(64, HIDDEN)
+        self.qkv = nn.Linear(HIDDEN, 3 * HIDDEN)
+        self.proj = nn.Linear(HIDDEN, HIDDEN)
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(), nn.Linear(4 * HIDDEN, HIDDEN))
+        self.out = nn.Linear(HIDDEN, VOCAB)
+        self.scale = HIDDEN ** -0.5
+
+    def forward(self, input_ids: torch.Tensor, max_new_tokens: torch.Tensor) -> torch.Tensor:
+        tokens = input_ids
+        for step in range(int(max_new_tokens)):
+            n = tokens.shape[1]
+            x = self.embed(tokens) + self.pos(torch.arange(n).unsqueeze(0))
+            q, k, v = self.qkv(x).chunk(3, -1)
+            mask = torch.triu(torch.full((n, n), float("-inf")), 1)
+            x = self.norm(x + self.proj(torch.softmax(q @ k.transpose(1, 2) * self.scale + mask, -1) @ v))
+            x = x + self.mlp(x)
+            tokens = torch.cat([tokens, self.out(x[:, -1]).argmax(-1, keepdim=True)], 1)
+        return tokens
 
 
 class GruSeq2Seq(nn.Module):
@@ -442,11 +513,17 @@ class NormalizingHead(nn.Module):
         return x
 
 
+_ONLY: set[str] | None = None  # ``--only``: the files to write this run
+
+
 def _export(model: nn.Module, args: tuple, name: str, inputs: list[str], outputs: list[str],
             axes: dict[str, dict[int, str]] | None = None) -> Path:
-    """Legacy TorchScript exporter (what most models in the wild were made with)."""
+    """Legacy TorchScript exporter (what most models in the wild were made with); a scripted
+    module's loops become ONNX Loops."""
     path = OUT / name
     torch.manual_seed(SEED)
+    if _ONLY is not None and name not in _ONLY:  # skipped alike, so the files written stay the same
+        return path
     model.eval()
     with torch.no_grad():
         torch.onnx.export(model, args, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
@@ -459,6 +536,8 @@ def _quantize(source: Path, name: str) -> None:
     """Dynamic (weight int8, activation quantised at run time) quantisation, as mobile users do."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    if _ONLY is not None and name not in _ONLY:
+        return
     quantize_dynamic(source, OUT / name, weight_type=QuantType.QInt8)
     print(f"{name}: {(OUT / name).stat().st_size / 1024:.0f} KiB")
 
@@ -477,6 +556,12 @@ def torch_exports() -> None:
             {"source": {0: "batch", 1: "src_len"}})
     _export(GreedyCaptioner(), (torch.randn(1, 3, 64, 64),), "torch_greedy_captioner.onnx", ["image"], ["caption"],
             {"image": {0: "batch"}})
+    _export(torch.jit.script(GruGreedyLoop()), (ids(b, s), torch.zeros(b, HIDDEN), torch.ones(b, dtype=torch.long),
+                                               torch.tensor(5)), "torch_gru_greedy_loop.onnx",
+            ["source", "h0", "bos", "max_length"], ["translation"],
+            {"source": {0: "batch", 1: "src_len"}, "h0": {0: "batch"}, "bos": {0: "batch"}})
+    _export(torch.jit.script(DecoderGreedyLoop()), (ids(b, 4), torch.tensor(3)), "torch_decoder_greedy_loop.onnx",
+            ["input_ids", "max_new_tokens"], ["sequences"], {"input_ids": {0: "batch", 1: "sequence_length"}})
     _export(GruSeq2Seq(), (ids(b, s), ids(b, t)), "torch_gru_seq2seq.onnx", ["src_tokens", "prev_output_tokens"],
             ["logits"], {"src_tokens": {0: "batch", 1: "src_len"}, "prev_output_tokens": {0: "batch", 1: "tgt_len"}})
     _export(TransformerSeq2Seq(), (ids(b, s), ids(b, t), nn.Transformer.generate_square_subsequent_mask(t)),
@@ -525,14 +610,19 @@ def torch_exports() -> None:
             {"sentence_embedding": {0: "batch"}})
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """Every export, or with ``--only NAME ...`` just those files (the others stay as committed)."""
+    global _ONLY
+    if argv[:1] == ["--only"]:
+        _ONLY = set(argv[1:])
     OUT.mkdir(exist_ok=True)
     torch.manual_seed(SEED)
     torch.backends.mha.set_fastpath_enabled(False)  # the fused eval kernel has no ONNX export
     torch_exports()
-    hf_exports()
+    if _ONLY is None:
+        hf_exports()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
