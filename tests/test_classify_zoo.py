@@ -210,17 +210,23 @@ def test_a_loop_carrying_a_label_lookup_or_a_float_state_is_no_greedy_loop(tmp_p
     assert not fired(result, "greedy_feedback") and result.verdict != GENAI
 
 
-def test_greedy_feedback_through_a_loop_is_seen_and_said(tmp_path):
-    """The same ArgMax-into-embedding step, once as a Loop body: the evidence says the loop carries
-    the token, and the model is GenAI."""
+@pytest.mark.parametrize("pick, kind", [("ArgMax", "greedy"), ("Multinomial", "sampled")])
+def test_decoding_feedback_through_a_loop_is_seen_and_said(tmp_path, pick, kind):
+    """An embed -> logits -> pick step as a Loop body, the token picked greedily or sampled: the
+    evidence says the loop carries the token, and the model is GenAI."""
     step = [helper.make_node("Gather", ["emb", "tok_in"], ["e"], name="embed"),
-            helper.make_node("MatMul", ["e", "w"], ["logits"], name="lm_head"),
-            helper.make_node("ArgMax", ["logits"], ["tok_out"], name="pick", axis=-1, keepdims=0)]
-    nodes, inputs, outputs = _looped(step, "tok_in", "tok_out", I64, [_weight("emb", 300, 16), _weight("w", 16, 300)],
-                                     "bos", I64)
+            helper.make_node("MatMul", ["e", "w"], ["logits"], name="lm_head")]
+    if pick == "ArgMax":
+        step.append(helper.make_node("ArgMax", ["logits"], ["tok_out"], name="pick", axis=-1, keepdims=0))
+    else:
+        step += [helper.make_node("Multinomial", ["logits"], ["sample"], name="pick", dtype=I64),
+                 helper.make_node("Squeeze", ["sample", "last"], ["tok_out"])]
+    inits = [_weight("emb", 300, 16), _weight("w", 16, 300), numpy_helper.from_array(np.array([-1], np.int64), "last")]
+    nodes, inputs, outputs = _looped(step, "tok_in", "tok_out", I64, inits, "bos", I64)
     result = _classify(tmp_path, nodes, inputs, outputs, [], "tiny_generate")
-    assert any("the loop carries it to its next iteration" in e for e in fired(result, "greedy_feedback"))
-    assert result.verdict == GENAI and "in a generation loop" in result.explanation
+    assert any(e.startswith(f"{pick} ") and "the loop carries it to its next iteration" in e
+               for e in fired(result, "greedy_feedback"))
+    assert result.verdict == GENAI and f"{kind} decoding in a generation loop" in result.explanation
 
 
 def test_two_conv_model_alone_is_uncertain(tmp_path):

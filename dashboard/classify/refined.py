@@ -114,7 +114,8 @@ CONV_OR_SPECTRAL = CONV_OPS | SPECTRAL_OPS
 INDEX_PASS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Clip", "Slice"})
 # Ops an ArgMax's token ids pass on their way back into the embedding (the next step's input).
 FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub", "Mul", "Max", "Min"})
-GREEDY_OPS = frozenset({"ArgMax", "TopK"})
+# Ops that pick the next token, and the output slot of its id: greedy (ArgMax, TopK) or sampled.
+PICK_OUTPUT = {"ArgMax": 0, "TopK": 1, "Multinomial": 0}
 STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
 CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
@@ -620,14 +621,15 @@ def _step_decoder(streams: list[_Embedding], logits: dict[str, list[str]], state
 
 
 def _greedy_feedback(index: _Index):
-    """ArgMax / TopK indices that index a 2-D embedding table: the token picked at one step is the
-    input of the next, i.e. greedy decoding unrolled in the graph. A classifier's ArgMax ends in
-    an output or a label lookup (a 1-D table), never in an embedding. The feedback may cross a
-    Loop's carried state (``_Index.carried``): greedy decoding written as a real loop."""
-    evidence, loops, carried_into = [], 0, set(index.carried.values())
-    for op in GREEDY_OPS:
+    """ArgMax / TopK / Multinomial indices that index a 2-D embedding table: the token picked
+    (greedily or sampled) at one step is the input of the next, i.e. decoding unrolled in the
+    graph. A classifier's ArgMax ends in an output or a label lookup (a 1-D table), never in an
+    embedding. The feedback may cross a Loop's carried state (``_Index.carried``): decoding
+    written as a real loop."""
+    evidence, loops, sampled, carried_into = [], 0, False, set(index.carried.values())
+    for op, slot in PICK_OUTPUT.items():
         for node in index.by_op.get(op, ()):
-            ids = node.outputs[0] if op == "ArgMax" else node.outputs[1] if len(node.outputs) > 1 else ""
+            ids = node.outputs[slot] if len(node.outputs) > slot else ""
             gather, via = _forward(index, ids, {"Gather", "GatherBlockQuantized"}, FEEDBACK_PASS, max_hops=4) \
                 if ids else (None, None)
             table = _weight_shape(index, gather.inputs[0]) if gather is not None and len(gather.inputs) > 1 \
@@ -639,10 +641,11 @@ def _greedy_feedback(index: _Index):
                                     "the loop carries it to its next iteration)" if looped
                                     else "the next step reads this step's output)"))
                 loops += looped
+                sampled |= op == "Multinomial"
     where = ("in a generation loop" if loops == len(evidence) else "unrolled in the graph" if not loops
              else "unrolled and in a generation loop")
-    gist = (f"{len(evidence)} ArgMax/TopK step(s) fed back into the token embedding: greedy decoding "
-            f"{where}") if evidence else ""
+    gist = (f"{len(evidence)} picked token(s) fed back into the token embedding: "
+            f"{'sampled' if sampled else 'greedy'} decoding {where}") if evidence else ""
     return evidence, gist
 
 
