@@ -42,7 +42,7 @@ def test_one_model_under_two_option_sets(tmp_path):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
     at = settle(page(path), JOB)
     assert not at.error and "then **Compare**" in " ".join(i.value for i in at.info)  # nothing runs by itself
-    assert "partition_reports" not in at.session_state
+    assert "partition_reports" not in at.session_state or not at.session_state["partition_reports"]  # no analysis
     assert at.toggle(key="cmp_fp16_A").value is True and at.toggle(key="cmp_fp16_B").value is False
     at.toggle(key="cmp_fp16_B").set_value(True)
     at.selectbox(key="cmp_soc_B").set_value("sc8280x")  # the Conv's layout transform fails for this SoC

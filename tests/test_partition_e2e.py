@@ -73,6 +73,7 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
         with page.expect_download() as json_download:
             page.get_by_role("button", name="Download the report (JSON)").click()
         assert re.fullmatch(r"rejects-partitions-\d{8}T\d{6}Z\.json", json_download.value.suggested_filename)
+        assert not page.locator('[data-testid="stStatusWidget"]').count()  # a download does not rerun the page
         with page.expect_download(timeout=120_000) as html_download:
             page.get_by_role("button", name="Report (HTML)").click()
         assert re.fullmatch(r"rejects-report-\d{8}T\d{6}Z\.html", html_download.value.suggested_filename)

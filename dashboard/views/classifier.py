@@ -51,8 +51,9 @@ def render() -> None:
         _evidence(title, result)
     _optimized_view(selected, ep)
     st.download_button("Download both classifications (JSON)",
-                       lambda: json.dumps(classify_report(selected.path), indent=1), file_name=download_name(selected.path, "classification", "json"), mime="application/json",
-                       icon=":material/download:", key="classifier_json",
+                       lambda: json.dumps(classify_report(selected.path), indent=1),
+                       file_name=download_name(selected.path, "classification", "json"), mime="application/json",
+                       icon=":material/download:", key="classifier_json", on_click="ignore",
                        help="Both classifiers' verdicts, scores and signals: the same object the classify "
                             "command prints as JSON.")
 

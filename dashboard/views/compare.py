@@ -215,7 +215,7 @@ def _timelines(sides: list[Side]) -> None:
     chosen: list[TimelineRun] = []
     for side, column in zip(sides, st.columns(2, gap="large")):
         with column:
-            runs = timeline.session_runs(side.path)
+            runs = timeline.session_runs(side.path)()
             if not runs:
                 st.info(f"No timeline run of {md(side.name.split(': ', 1)[1], 60)} in this session: run one on the "
                         "Timeline page.", icon=":material/timeline:")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
@@ -61,9 +62,12 @@ FIELDS = {
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z]+=[A-Z0-9,.]+)?")  # with its NAME=VALUE, NAME=D1,D2,... form
 
 
-def session_reports(digest: str) -> list[PartitionReport]:
-    """The partition reports this session has of the model ``digest`` (for the HTML report)."""
-    return [r for r in st.session_state.get(_REPORTS, {}).values() if r.digest == digest]
+def session_reports(digest: str) -> Callable[[], list[PartitionReport]]:
+    """The partition reports this session has of the model ``digest`` (for the HTML report), as
+    a function that reads them when called: the sidebar's report is drawn before the page adds the
+    analysis it just finished, and is built later, off the script thread."""
+    store: dict = st.session_state.setdefault(_REPORTS, {})
+    return lambda: [r for r in list(store.values()) if r.digest == digest]
 
 
 def field_words(text: str) -> str:
@@ -106,7 +110,7 @@ def render() -> None:
         st.caption(f"Note: {md(field_words(note))}")
     st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
                        file_name=download_name(selected.path, "partitions", "json"), mime="application/json",
-                       icon=":material/download:")
+                       icon=":material/download:", on_click="ignore")
 
 
 # -- knobs ---------------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from dashboard.views.safe import download_name
 def sidebar_download() -> None:
     """The report of the selected model with what this session has for it, as a sidebar download
     on every page. The HTML (plotly.js included, about 5 MB) is built only when clicked, on
-    Streamlit's download thread, from data captured now."""
+    Streamlit's download thread, with what the session has by then (an analysis this run finishes
+    included). Like every download here it does not rerun the page (``on_click="ignore"``): a
+    download changes nothing the page shows."""
     import streamlit as st
 
     from dashboard.views import partitions, state, timeline
@@ -31,10 +33,10 @@ def sidebar_download() -> None:
         from dashboard.render.report import ReportInput, build_html
 
         return build_html(ReportInput(selected.name, selected.path, selected.digest, graph,
-                                      (classify_ep(graph), classify_refined(graph)), reports, runs))
+                                      (classify_ep(graph), classify_refined(graph)), reports(), runs()))
 
     with st.sidebar:
         st.download_button("Report (HTML)", build, file_name=download_name(selected.path, "report", "html"),
-                           mime="text/html", icon=":material/summarize:", key="report_html",
-                           help=f"One self-contained file: classifier evidence, {len(reports)} partition "
-                                f"analysis(es) and {len(runs)} timeline run(s) of this model from this session.")
+                           mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
+                           help="One self-contained file: classifier evidence, and the partition analyses "
+                                "and timeline runs of this model from this session.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -43,10 +44,12 @@ POLICY_TITLES = {"always": "always swap once warm (seed behaviour)",
                  "if_faster": "swap only if the warmed target is measured faster"}
 
 
-def session_runs(model_path: str) -> list[TimelineRun]:
-    """The timeline runs this session has of the model at ``model_path`` (for the HTML report)."""
-    return [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
-            for r in st.session_state.get(_RUNS, []) if r["data"].get("model") == model_path]
+def session_runs(model_path: str) -> Callable[[], list[TimelineRun]]:
+    """The timeline runs this session has of the model at ``model_path`` (for the HTML report and
+    Compare), as a function that reads them when called (see ``partitions.session_reports``)."""
+    store: list = st.session_state.setdefault(_RUNS, [])
+    return lambda: [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
+                    for r in list(store) if r["data"].get("model") == model_path]
 
 
 def render() -> None:
@@ -305,7 +308,7 @@ def _downloads(run: TimelineRun, data: dict, model_path: str, when: datetime | N
             ("Events (CSV)", "timeline-events", "csv", events_csv(run), "tl_dl_events"))):
         column.download_button(title, content, file_name=download_name(model_path, kind, ext, when),
                                mime="application/json" if ext == "json" else "text/csv",
-                               icon=":material/download:", key=key)
+                               icon=":material/download:", key=key, on_click="ignore")
 
 
 def _compare_runs(runs: list[dict]) -> None:
