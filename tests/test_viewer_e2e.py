@@ -13,7 +13,7 @@ import time
 
 import onnx
 import pytest
-from e2e_helpers import app_in_browser, open_partition_graph, wait_for_idle
+from e2e_helpers import app_in_browser, open_page, wait_for_idle
 
 from dashboard.intake.samples import build_decoder
 from dashboard.render.partition_graph import CLASS_COLORS
@@ -60,8 +60,14 @@ def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
     onnx.save(build_decoder(400), model)
     env = {"QNN_LAB_CACHE": str(tmp_path / "cache")}
     with app_in_browser("--model", str(model), viewport=VIEWPORT, env=env) as (_, page):
-        open_partition_graph(page, timeout=ANALYSIS_TIMEOUT)
+        # Streamlit draws every tab at once: the viewer starts in the Graph tab while it is hidden,
+        # and must draw the graph once the tab is opened
+        open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT)
+        page.get_by_text("keep the model off the NPU").first.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)
         frame_element = page.locator(FRAME)
+        frame_element.wait_for(state="attached")
+        page.wait_for_timeout(5000)
+        page.get_by_role("tab", name="Graph").click()
         viewer = page.frame_locator(FRAME)
         search = viewer.get_by_placeholder("Search nodes/layers by regex")
         search.wait_for(timeout=VIEWER_TIMEOUT_MS)
@@ -72,6 +78,12 @@ def test_partition_graph_draws_overlays_and_a_pick_shows_the_node(tmp_path):
         shot = drawn(frame_element, CLASS_COLORS["both"])  # the WebGL scene settles after its first frames
         assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "no node drawn in the 'both' colour"
         assert colour_pixels(shot, CLASS_COLORS["removed"]) > 20, "no node drawn in the 'removed' colour"
+        # hidden and shown again, the graph is still drawn
+        page.get_by_role("tab", name="Plans").click()
+        page.wait_for_timeout(1000)
+        page.get_by_role("tab", name="Graph").click()
+        shot = drawn(frame_element, CLASS_COLORS["both"])
+        assert colour_pixels(shot, CLASS_COLORS["both"]) > 200, "the graph is gone after the tab was hidden"
         # the class overlay stays the one shown until the user picks another, which then stays
         assert overlay_shown(viewer, "class")
         viewer.locator(".index-row").filter(has_text="intersection plan").locator(".visibility").click()

@@ -82,7 +82,20 @@
     observer.observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ["class"]});
   }
 
+  // Streamlit draws every tab at once and hides all but the open one, so this frame may start with
+  // no size. Model Explorer fits the graph to its pane once, when the graph loads: fitted to a pane
+  // of no size, its zoom is NaN and nothing is ever drawn. So it starts once the frame has a size.
+  function sized() {
+    const ready = () => window.innerWidth > 0 && window.innerHeight > 0;
+    if (ready()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const check = () => { if (ready()) { window.removeEventListener("resize", check); resolve(); } };
+      window.addEventListener("resize", check);
+    });
+  }
+
   async function boot(args) {
+    await sized();
     const base = new URL(`../${encodeURIComponent(args.app)}/`, location.href);
     const page = new DOMParser().parseFromString(await (await fetch(new URL("index.html", base))).text(), "text/html");
     const files = Object.assign({[GRAPH_FILE]: args.graph}, args.overlays);
