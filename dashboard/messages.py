@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Union
+from typing import Any, BinaryIO, Literal, NamedTuple, Union
 
 from dashboard.intake.shapes import TensorShape
 from dashboard.partition.report import BackendReport
@@ -34,6 +34,21 @@ data (5.6 MB as base64) and the largest result, a partition analysis of both bac
 600 bytes per node (measured: 1.8 MB for a 3,000-node decoder, so 12 MB for 20,000 nodes). A
 worker whose result would exceed the cap answers with an error instead; a line over the cap
 stops the worker."""
+
+
+def read_line(stream: BinaryIO) -> bytes | None:
+    """One protocol line read whole but never more than ``MAX_LINE`` bytes of it, as both ends read
+    them: ``b""`` when the stream ends or fails, ``None`` when the line is longer than the cap (its
+    first ``MAX_LINE`` bytes are consumed; the caller decides whether to skip the rest or stop)."""
+    try:
+        raw = stream.readline(MAX_LINE + 1)
+    except (OSError, ValueError):
+        return b""
+    if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+        return None
+    return raw
+
+
 _FILE_NAME = re.compile(r"[^/\\:\x00-\x1f]{1,255}")
 _NOT_IN_NAMES = re.compile(r"[/\\:\x00-\x1f]")
 _WINDOWS_DEVICES = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?", re.IGNORECASE)

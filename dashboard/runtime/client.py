@@ -397,18 +397,15 @@ def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:
     """Protocol lines to the queue, each read whole but never more than ``MAX_LINE`` bytes of it;
     anything else a native library printed is kept with stderr for crash reports. A line over the
     cap ends the stream: the client stops the worker."""
-    from dashboard.messages import MAX_LINE
+    from dashboard.messages import read_line
 
     while True:
-        try:
-            raw = stream.readline(MAX_LINE + 1)
-        except (OSError, ValueError):
-            raw = b""
-        if not raw:
-            break
-        if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+        raw = read_line(stream)
+        if raw is None:
             lines.put(_LineTooLong())
             return
+        if not raw:
+            break
         line = raw.strip()
         if line.startswith(b"{"):
             try:

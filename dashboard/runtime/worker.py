@@ -42,7 +42,7 @@ from dashboard.errors import UserError
 from dashboard.messages import (MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, CrashArgs, DigestArgs,
                                 HostInfo, ModelChunk, ModelLocation, NoArgs, OrtViewArgs, ProbeArgs, ProbeResult,
                                 Probing, SharedMemoryProbe, WorkerHello, WorkerProgress, WorkerReply, WorkerRequest,
-                                check_file_name)
+                                check_file_name, read_line)
 from dashboard.runtime import scratch
 from dashboard.serde import Record, SchemaError, dumps, load, loads
 
@@ -206,16 +206,13 @@ class _Inbox:
 
     def _read(self, stdin: BinaryIO) -> None:
         while True:
-            try:
-                line = stdin.readline(MAX_LINE + 1)
-            except (OSError, ValueError):
-                line = b""
-            if not line:
-                break
-            if len(line) > MAX_LINE and not line.endswith(b"\n"):
+            line = read_line(stdin)
+            if line is None:
                 if not _skip_rest(stdin):
                     break
                 line = _TOO_LONG
+            elif not line:
+                break
             self._lines.put(line)
         with self._lock:
             self._closed = True
