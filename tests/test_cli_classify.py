@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from dashboard.classify.ep_rules import classify_ep
 from dashboard.classify.refined import classify_refined
@@ -115,6 +117,21 @@ def test_hostile_names_survive_as_json(zoo_dir):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["nodes"] == 9
+
+
+def test_table_prints_hostile_names_as_escapes(tmp_path):
+    """An input named with a terminal sequence and a bidi override shows in the evidence as text:
+    every line of the table is printable (nothing reaches the terminal as a control sequence)."""
+    name = "\x1b[2J\u202eids"
+    graph = helper.make_graph([helper.make_node("Relu", [name], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "hostile_input.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    done = cli("classify", str(path))
+    assert done.returncode == 0, done.stderr
+    assert all(line.isprintable() for line in done.stdout.splitlines())
+    assert "\\x1b[2J\\u202eids" in done.stdout
 
 
 @pytest.mark.parametrize("content, message", [

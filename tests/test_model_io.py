@@ -623,6 +623,14 @@ def test_other_non_relative_locations_refused(tmp_path, location):
         load_model(_model_with_external(tmp_path, location))
 
 
+def test_external_location_in_a_symlink_loop_refused(tmp_path):
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    with pytest.raises(ModelError, match="symlink loop.*refusing") as info:
+        load_model(_model_with_external(tmp_path, "loop_a"))
+    assert "\n" not in str(info.value)
+
+
 def test_inside_locations_accepted(tmp_path):
     """Not over-eager: a subfolder, or a ``..`` that stays inside, is fine (and still not read)."""
     (tmp_path / "sub").mkdir()
@@ -862,6 +870,49 @@ def test_bad_input_raises_model_error(bad_dir, case):
     assert file_name in message
     for word in words:
         assert word.lower() in message.lower(), message
+
+
+@pytest.fixture
+def special_paths(tmp_path) -> dict[str, tuple[Path, str]]:
+    """Paths that are not model files, each with the words its error must say: a FIFO (opening it
+    would block forever), a device, a symlink loop, and names holding a newline or an escape."""
+    loop = tmp_path / "loop.onnx"
+    loop.symlink_to(tmp_path / "loop2.onnx")
+    (tmp_path / "loop2.onnx").symlink_to(loop)
+    paths = {"device": (Path(os.devnull), "not a regular file"),
+             "symlink_loop": (loop, "cannot read it"),
+             "newline_name": (_write(tmp_path / "a\nb.onnx", b"hello\n"), "text file"),
+             "escape_name": (tmp_path / "\x1b]0;pwned\x07.onnx", "no such file")}
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.onnx")
+        paths["fifo"] = (tmp_path / "fifo.onnx", "not a regular file")
+    return paths
+
+
+def test_special_paths_are_refused_without_opening_them(special_paths):
+    fifos = [path for case, (path, _) in special_paths.items() if case == "fifo"]
+    for path, words in special_paths.values():
+        with pytest.raises(ModelError, match=words) as info:
+            _run_guarded(lambda: load_model(path), fifos)  # a FIFO opened would block: the guard fails the test
+        assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["classify", "partition", "timeline", "report"])
+def test_cli_special_paths_are_one_printable_error_line(special_paths, command, tmp_path):
+    """Every command: exit 2 and one ``error:`` line; the path shows with its newline and escape
+    characters as escapes (a forged second line or a terminal sequence is impossible)."""
+    extra = ["--out", str(tmp_path / "r.html")] if command == "report" else []
+    procs = {case: subprocess.Popen([sys.executable, "-m", "dashboard", command, str(path), *extra],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+             for case, (path, _) in special_paths.items()}
+    errors = {}
+    for case, proc in procs.items():
+        out, errors[case] = proc.communicate(timeout=120)
+        err = errors[case]
+        assert proc.returncode == 2 and out == "", (case, err)
+        assert len(err.splitlines()) == 1 and err.startswith("error: ") and special_paths[case][1] in err, (case, err)
+        assert err[:-1].isprintable(), (case, err)
+    assert "a\\nb.onnx" in errors["newline_name"] and "\\x1b]0;pwned\\x07.onnx" in errors["escape_name"]
 
 
 def test_every_truncation_of_a_model_is_refused(tmp_path):

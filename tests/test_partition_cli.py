@@ -155,3 +155,17 @@ def test_unreachable_device_is_one_error_line(env, tmp_path):
     done = cli(env, model, "--json", "--device", f"ssh://nobody@127.0.0.1:{port}?connect_timeout=5")
     assert done.returncode == 2 and done.stderr.startswith("error: cannot reach ssh://nobody@127.0.0.1")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+HOSTILE = "erf\x1b]0;pwned\x07\u202egpj.exe\x9b"  # a terminal title sequence, a bidi override, a C1 CSI
+
+
+def test_text_output_prints_hostile_names_as_escapes(env, tmp_path):
+    """A refused node named with terminal control sequences is listed as text: no escape reaches
+    the terminal, every output line is printable, and the name shows with its escapes."""
+    model = pm.rejects_model()
+    next(n for n in model.graph.node if n.name == "erf0").name = HOSTILE
+    done = cli(env, pm.save(model, tmp_path, "hostile"), "--backends", "htp")
+    assert done.returncode == 0, done.stderr
+    assert all(line.isprintable() for line in (done.stdout + done.stderr).splitlines())
+    assert "erf\\x1b]0;pwned\\x07\\u202egpj.exe\\x9b [Erf]" in done.stdout

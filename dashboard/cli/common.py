@@ -15,7 +15,9 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one ``error:`` line with exit code 2."""
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
-        print(f"error: {message}", file=sys.stderr)
+        from dashboard.printable import plain
+
+        print(f"error: {plain(message)}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 

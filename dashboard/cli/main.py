@@ -8,13 +8,18 @@ options is off everywhere: ``--dev`` is an error, never a silent ``--device-repo
 
 Interrupted (Ctrl-C) or terminated (SIGTERM, SIGHUP; Ctrl-Break on Windows), a command stops its
 runtime workers on the way out (their ``with`` blocks run) and ends with one ``error:`` line.
+
+Names from a model or a user (a node called ``\x1b]0;...``, a file name holding a newline) are
+printed as text: every control or format character is shown as its escape (``dashboard.printable``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
+from collections.abc import Iterator
 
 from dashboard.cli.common import EXIT_USAGE, Parser
 
@@ -48,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from dashboard.errors import UserError
     from dashboard.platform import TERMINATION_EXIT, Terminated, raise_on_termination
+    from dashboard.printable import plain
 
     raise_on_termination()
     try:
@@ -56,9 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         from dashboard.intake.digest import report_digest_progress
 
         report_digest_progress(stderr_progress())
-        return int(args.run(args) or 0)
+        with terminal_text():
+            return int(args.run(args) or 0)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {plain(exc)}", file=sys.stderr)  # one line, even for a path holding a newline
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
@@ -69,3 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated as exc:
         print(f"error: terminated by {exc.name}", file=sys.stderr)
         return TERMINATION_EXIT.get(exc.name, 1)
+
+
+@contextlib.contextmanager
+def terminal_text() -> Iterator[None]:
+    """A command's output and progress through ``printable.TerminalText``: names from the model
+    or the user reach the terminal as text, never as its control sequences."""
+    from dashboard.printable import TerminalText
+
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalText(sys.stdout), TerminalText(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams

@@ -17,7 +17,9 @@ from __future__ import annotations
 import gc
 import mmap
 import os
+import stat
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,17 +75,8 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     cycles, dangling inputs, text that is not UTF-8, external data outside the model's folder).
     """
     model_path = Path(path)
-    if not model_path.exists():
-        raise ModelError(f"{model_path}: no such file")
-    if model_path.is_dir():
-        inside = sorted(p.name for p in model_path.glob("*.onnx"))
-        hint = f" (it holds {', '.join(inside[:3])})" if inside else ""
-        raise ModelError(f"{model_path}: is a directory, not an .onnx file{hint}")
-    size = model_path.stat().st_size
-    if size == 0:
-        raise ModelError(f"{model_path}: file is empty")
-    with open(model_path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
-            memoryview(mapped) as buf:
+    size = _regular_file_size(model_path)
+    with _mapped(model_path) as buf:
         _refuse_known_non_onnx(model_path, buf)
         try:
             with _gc_paused():
@@ -102,6 +95,39 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     _check_external_locations(model_path, parsed)
     with _gc_paused():
         return _build(model_path, size, parsed)
+
+
+def _regular_file_size(model_path: Path) -> int:
+    """The size of the regular, non-empty file at ``model_path``; anything else is a ``ModelError``
+    naming what it is (missing, a symlink loop, a directory, a pipe or device, empty). Why not just
+    open it: a FIFO would block the reader forever, and a device has no size to map."""
+    try:
+        info = model_path.stat()
+    except FileNotFoundError:
+        raise ModelError(f"{model_path}: no such file") from None
+    except (OSError, ValueError) as exc:  # a symlink loop, a name too long, a NUL byte
+        raise ModelError(f"{model_path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        inside = sorted(p.name for p in model_path.glob("*.onnx"))
+        hint = f" (it holds {', '.join(inside[:3])})" if inside else ""
+        raise ModelError(f"{model_path}: is a directory, not an .onnx file{hint}")
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelError(f"{model_path}: is not a regular file (a pipe, socket or device); save the model to a file")
+    if info.st_size == 0:
+        raise ModelError(f"{model_path}: file is empty")
+    return info.st_size
+
+
+@contextmanager
+def _mapped(model_path: Path) -> Iterator[memoryview]:
+    """The file's bytes, memory-mapped: the weights are never copied into this process."""
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(open(model_path, "rb"))
+            mapped = stack.enter_context(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+        except (OSError, ValueError) as exc:  # unreadable, or emptied since it was checked
+            raise ModelError(f"{model_path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        yield stack.enter_context(memoryview(mapped))
 
 
 @contextmanager
@@ -320,7 +346,10 @@ def _location_problem(base: Path, location: str | bytes) -> str | None:
         return "which holds a NUL byte"
     if not location or os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location:
         return "which is not a relative path inside the model's folder"
-    target = (base / location).resolve()
+    try:
+        target = (base / location).resolve()
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        return "which cannot be resolved (a symlink loop)"
     if os.path.commonpath([base, target]) != str(base):
         return "outside the model's folder"
     return None

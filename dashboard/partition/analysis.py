@@ -200,8 +200,9 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     device = device or Device.parse("local")
     cancel = cancel or Cancellation()
     emit = on_event or (lambda event: None)
-    path = str(Path(model_path).expanduser().resolve())
-    graph = load_model(path)  # bad input fails here, in one line, before any work starts
+    given = Path(model_path).expanduser()
+    graph = load_model(given)  # bad input fails here, in one line naming the path given, before any work starts
+    path = str(given.resolve())
     dims = resolve_dims(graph, options.dims)
     check_input_shapes(graph, options.shapes, dims)
     _check_external_data(graph, device)

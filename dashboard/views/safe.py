@@ -16,17 +16,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from dashboard.printable import plain
+
 TABLE_LIMIT = 80
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&\"'=/^%@;?,])")
-
-
-def plain(text: object) -> str:
-    """``text`` as one printable line: control and format characters (newlines, bidi overrides,
-    zero-width joiners) become visible ``\\uXXXX`` escapes instead of reshaping the page."""
-    value = str(text)
-    if value.isprintable():
-        return value
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in value)
 
 
 def short(text: object, limit: int = TABLE_LIMIT) -> str:
