@@ -89,6 +89,9 @@ def test_device_report_flag_imports_measured_gpu(env, tmp_path):
     (["{model}", "--shape", "nope=1,16"], "no input 'nope'"),
     (["{model}", "--device", "ftp://board"], "must be 'local' or ssh://"),
     (["{model}", "--dev", "local"], "unrecognized arguments: --dev"),  # no prefix matching
+    (["{model}", "--timeout", "inf"], "between 0 and"),  # overflowed the worker's deadline
+    (["{model}", "--timeout", "nan"], "between 0 and"),
+    (["{model}", "--timeout", "-5"], "between 0 and"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(env, tmp_path, args, message):
     model = pm.save(pm.rejects_model(), tmp_path, "rejects")

@@ -5,6 +5,7 @@ scratch folder behind."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -35,6 +36,15 @@ def test_hello_reports_runtime_versions():
     assert info.protocol == PROTOCOL_VERSION == worker.hello.protocol
     assert info.onnxruntime_qnn == "2.7.0"
     assert info.qnn_sdk.startswith("2.")
+
+
+def test_an_infinite_timeout_waits_without_bound_and_nonsense_is_refused():
+    with WorkerClient() as worker:
+        assert worker.call("hello", timeout=math.inf).protocol == PROTOCOL_VERSION
+        for bad in (float("nan"), 0.0, -1.0):
+            with pytest.raises(ValueError, match="positive number of seconds"):
+                worker.call("hello", timeout=bad)
+        assert worker.call("hello", timeout=30).protocol == PROTOCOL_VERSION  # still serving
 
 
 def test_probe_tells_which_backends_initialize_here():

@@ -35,8 +35,24 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra QNN provider option (repeatable); checked against the EP's own options: "
                              "an unknown key or a value it would ignore is refused with the valid values")
-    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                         help="give up on the runtime worker after this long")
+
+
+MAX_SECONDS = 7 * 24 * 3600
+
+
+def seconds(text: str) -> float:
+    """An argparse type for ``--timeout``: a positive, finite number of seconds, at most a week.
+    Why: ``nan`` or ``-5`` would make every wait end at once, ``inf`` overflowed a deadline."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_SECONDS:  # false for nan too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds between 0 and {MAX_SECONDS:,} (a week), "
+                                         f"got {text!r}")
+    return value
 
 
 PROGRESS_FROM_BYTES = 256 << 20  # smaller files hash in well under a second

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dashboard.cli.common import Parser, print_json
+from dashboard.cli.common import Parser, print_json, seconds
 from dashboard.runtime.devices import Device
 
 DEVICE_HELP = "local, local?python=PATH or ssh://user@host[:port][?python=...&identity=...]"
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 description="Run the device doctor in the device's worker.")
     doctor.add_argument("device", nargs="?", default="local", help=DEVICE_HELP + " (default: this machine)")
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
-    doctor.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
+    doctor.add_argument("--timeout", type=seconds, default=180.0, metavar="SECONDS")
     doctor.set_defaults(run=run_doctor)
     install = actions.add_parser("install", allow_abbrev=False, help="install the worker into a venv on a device",
                                  description="Build this project's wheel, copy it over SSH and install it with "
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     install.add_argument("device", help="ssh://user@host[:port][?python=BASE_PYTHON&identity=...]")
     install.add_argument("--venv", default=DEFAULT_VENV, metavar="PATH",
                          help=f"virtualenv on the device, relative to its home or absolute (default {DEFAULT_VENV})")
-    install.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
+    install.add_argument("--timeout", type=seconds, default=1800.0, metavar="SECONDS",
                          help="give up on a step after this long (pip downloads onnxruntime-qnn the first time)")
     install.set_defaults(run=run_install)
 

@@ -23,6 +23,7 @@ import base64
 import contextlib
 import contextvars
 import json
+import math
 import os
 import queue
 import subprocess
@@ -266,10 +267,14 @@ class WorkerClient:
              on_event: Callable[[ProgressEvent], None] | None = None) -> Record | None:
         """Run ``cmd`` in the worker and return its result record (checked against
         ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
-        call; on expiry the worker is stopped. A reply that is not what the protocol says is a
-        ``WorkerProtocolError`` and the worker is stopped (the next client starts a fresh one)."""
+        call (``None`` or ``math.inf``: no bound); on expiry the worker is stopped. A reply that is
+        not what the protocol says is a ``WorkerProtocolError`` and the worker is stopped (the next
+        client starts a fresh one)."""
         from dashboard.messages import COMMANDS, WorkerRequest
 
+        if timeout is not None and not timeout > 0:  # nan included
+            raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        timeout = None if timeout == math.inf else timeout
         command = COMMANDS[cmd]
         self._await_hello()
         proc = self._proc
