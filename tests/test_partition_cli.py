@@ -89,13 +89,16 @@ def test_device_report_flag_imports_measured_gpu(env, tmp_path):
     (["{model}", "--shape", "nope=1,16"], "no input 'nope'"),
     (["{model}", "--device", "ftp://board"], "must be 'local' or ssh://"),
     (["{model}", "--dev", "local"], "unrecognized arguments: --dev"),  # no prefix matching
+    (["{model}", "--device-report", "{binary}"], "not UTF-8 text"),
     (["{model}", "--timeout", "inf"], "between 0 and"),  # overflowed the worker's deadline
     (["{model}", "--timeout", "nan"], "between 0 and"),
     (["{model}", "--timeout", "-5"], "between 0 and"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(env, tmp_path, args, message):
     model = pm.save(pm.rejects_model(), tmp_path, "rejects")
-    done = cli(env, *[a.format(model=model) for a in args])
+    binary = tmp_path / "report.json"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    done = cli(env, *[a.format(model=model, binary=binary) for a in args])
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr

@@ -93,6 +93,8 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False) -> Partitio
             devices.append((Path(path).name, Path(path).read_text(encoding="utf-8")))
         except OSError as exc:
             raise UserError(f"{path}: cannot read the device report ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{path}: not a device report (not UTF-8 text; `partition --out` writes JSON)") from None
     return analyze(args.model, options, timeout=args.timeout or DEFAULT_TIMEOUT, device_reports=devices,
                    device=device, on_event=None if quiet else progress)
 
