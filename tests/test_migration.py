@@ -244,3 +244,21 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     assert all(r.backend == "new" for r in run.requests if r.start >= swap.t)
     m = run.metrics
     assert m["swap_in_flight"] >= 1 and m["failed"] == 0 and m["lost"] == 0 and m["duplicated"] == 0
+
+
+def test_supplied_inputs_drive_the_run_and_a_bare_array_is_refused(stores, small_cnn, tmp_path):
+    """``TimelineOptions(inputs=...)``: an .npz with one array per model input is what every
+    request runs on; a single .npy array (no input names) is one UserError, not a TypeError."""
+    import numpy as np
+
+    from dashboard.intake.reader import load_model
+
+    spec = load_model(small_cnn).inputs[0]
+    array = np.random.default_rng(5).standard_normal([d if isinstance(d, int) else 1 for d in spec.shape])
+    np.savez(tmp_path / "inputs.npz", **{spec.name: array.astype(np.float32)})
+    result = timeline(small_cnn, strategies=["fast"], requests=3, rate=30.0, inputs=str(tmp_path / "inputs.npz"))
+    assert result.workload["input_sets"] == 1 and result.workload["inputs"] == str(tmp_path / "inputs.npz")
+    assert result.strategies["fast"].metrics["failed"] == 0
+    np.save(tmp_path / "inputs.npy", array.astype(np.float32))
+    with pytest.raises(UserError, match="not an .npz archive"):
+        timeline(small_cnn, strategies=["fast"], requests=3, inputs=str(tmp_path / "inputs.npy"))

@@ -90,6 +90,7 @@ def _closed_port() -> int:
     (["{model}", "--rate", "-1"], "--rate"),
     (["{model}", "--device", "ftp://board"], "must be 'local' or ssh://"),
     (["{model}", "--device", "ssh://nobody@127.0.0.1:{port}", "--strategies", "fast"], "cannot reach"),
+    (["{model}", "--timeout", "inf"], "between 0 and"),
 ])
 def test_bad_input_is_one_error_line(model, env, tmp_path, args, message):
     filled = [a.format(tmp=tmp_path, model=model, port=_closed_port()) for a in args]
@@ -107,3 +108,22 @@ def test_cli_process_never_loads_streamlit_or_the_runtime():
              "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("shape, dims, words", [
+    ([1, 2**31], [], "input 'x' [1, 2147483648]: 8.0 GB"),
+    (["n", 4096], ["--dim", "n=1000000"], "input 'x' [1000000, 4096]: 15.3 GB"),
+])
+def test_inputs_too_large_to_generate_are_refused_before_allocating(env, tmp_path, shape, dims, words):
+    """The model's shapes (or the user's --dim) would make the generated inputs many GB: one
+    error line, and the worker never allocated them (it would swap or meet the OOM killer)."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"], name="relu")], "huge", [x], [y])
+    path = tmp_path / "huge_input.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    done = cli(str(path), "--strategies", "fast", "--requests", "3", *dims, env=env)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: generated inputs would take") and words in last, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -9,6 +9,7 @@ native crash in QNN cannot take the UI down.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -263,22 +264,37 @@ _NP_TYPES = {
 }
 
 
+MAX_GENERATED_BYTES = 1 << 30
+"""The most one set of generated inputs may take. Why: the shapes come from the model, and a
+declared ``[1, 2**31]`` float input would have the worker allocate 8 GB (twice, while converting)
+before anything could fail: the machine would swap or the OOM killer would pick a process."""
+
+
 def random_inputs(session: ort.InferenceSession, dims: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs matching the session's input specs; symbolic dims take ``dims`` (default 1).
-    Integer inputs get small non-negative values, so token ids and masks stay in range."""
+    Integer inputs get small non-negative values, so token ids and masks stay in range. Inputs
+    larger than ``MAX_GENERATED_BYTES`` in all are refused before anything is allocated."""
     rng = np.random.default_rng(seed)
-    feeds = {}
+    specs = []
     for spec in session.get_inputs():
         dtype = _NP_TYPES.get(spec.type)
         if dtype is None:
             raise UserError(f"input {spec.name!r} has type {spec.type}, which cannot be generated; supply inputs")
         shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in spec.shape]
+        specs.append((spec.name, dtype, shape, math.prod(shape) * np.dtype(dtype).itemsize))
+    if sum(size for *_, size in specs) > MAX_GENERATED_BYTES:
+        name, _, shape, size = max(specs, key=lambda s: s[3])
+        raise UserError(f"generated inputs would take {sum(s[3] for s in specs) / 2**30:.1f} GB (input {name!r} "
+                        f"{shape}: {size / 2**30:.1f} GB; at most {MAX_GENERATED_BYTES >> 30} GB): fix its "
+                        "dimensions smaller, or supply inputs")
+    feeds = {}
+    for name, dtype, shape, _ in specs:
         if np.issubdtype(dtype, np.floating):
-            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
         elif dtype is np.bool_:
-            feeds[spec.name] = np.ones(shape, dtype=dtype)
+            feeds[name] = np.ones(shape, dtype=dtype)
         else:
-            feeds[spec.name] = rng.integers(0, 2, size=shape).astype(dtype)
+            feeds[name] = rng.integers(0, 2, size=shape).astype(dtype)
     return feeds
 
 

@@ -241,9 +241,12 @@ class Runner:
         if not self.options.inputs:
             return [random_inputs(session, self.dims, seed) for seed in range(min(INPUT_POOL, self.options.requests))]
         try:
-            with np.load(self.options.inputs, allow_pickle=False) as data:
+            loaded = np.load(self.options.inputs, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):  # a single .npy array has no input names
+                raise ValueError("not an .npz archive (np.savez, one array per model input)")
+            with loaded as data:
                 supplied = {name: data[name] for name in data.files}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:
             raise UserError(f"cannot read the inputs file {self.options.inputs}: {exc}") from None
         expected = {spec.name for spec in session.get_inputs()}
         if set(supplied) != expected:
