@@ -915,6 +915,52 @@ def test_cli_special_paths_are_one_printable_error_line(special_paths, command, 
     assert "a\\nb.onnx" in errors["newline_name"] and "\\x1b]0;pwned\\x07.onnx" in errors["escape_name"]
 
 
+def _deeply_nested_if(depth: int) -> bytes:
+    """A model whose If nests ``depth`` bodies deep, written on the wire directly (protobuf's own
+    serializer refuses past about 30). Deeper than ~20 levels, each body is over the size the
+    reader strips tensors from, so the reader walks every level itself."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def field(number: int, payload: bytes) -> bytes:
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    def if_node(name: str, body: bytes, leaf: bytes) -> bytes:
+        branch = lambda which, graph: field(5, field(1, which) + field(6, graph) + varint(20 << 3) + varint(5))  # noqa: E731
+        return field(1, b"c") + field(2, b"y") + field(3, name.encode()) + field(4, b"If") + \
+            branch(b"then_branch", body) + branch(b"else_branch", leaf)
+
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "leaf", [], [y]).SerializeToString()
+    body = leaf
+    for level in range(depth):
+        body = field(1, if_node(f"if{level}", body, leaf)) + field(2, f"b{level}".encode()) + field(12, y.SerializeToString())
+    top = helper.make_model(helper.make_graph([], "top", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])], [y]),
+                            opset_imports=[helper.make_opsetid("", 17)])
+    graph = field(1, if_node("top_if", body, leaf)) + top.graph.SerializeToString()
+    top.ClearField("graph")
+    return top.SerializeToString() + field(7, graph)
+
+
+@pytest.mark.parametrize("depth", [60, 5000])
+def test_bodies_nested_beyond_protobufs_limit_are_one_error_line(tmp_path, depth):
+    """Past protobuf's depth limit, a model is invalid; thousands of levels deep, the reader's own
+    walk ran out of stack and the mapping could not close (a BufferError traceback)."""
+    path = _write(tmp_path / f"deep{depth}.onnx", _deeply_nested_if(depth))
+    with pytest.raises(ModelError, match="not a valid ONNX file") as info:
+        load_model(path)
+    assert "\n" not in str(info.value)
+    done = subprocess.run([sys.executable, "-m", "dashboard", "classify", str(path)], capture_output=True, text=True,
+                          env=_env(), cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+
+
 def test_every_truncation_of_a_model_is_refused(tmp_path):
     """Each strict prefix of a small model (a download cut short anywhere) is a ModelError."""
     model = helper.make_model(helper.make_graph(

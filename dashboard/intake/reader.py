@@ -85,6 +85,11 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
             if _looks_like_text(buf):
                 raise ModelError(f"{model_path}: is a text file, not an ONNX protobuf") from None
             raise ModelError(f"{model_path}: not a valid ONNX file (truncated or corrupt: {exc})") from None
+        except RecursionError:  # raised below, once the frames holding views of the mapping are gone
+            parsed = None
+    if parsed is None:
+        raise ModelError(f"{model_path}: not a valid ONNX file (messages nested thousands deep, far beyond what "
+                         "protobuf parses)")
     model = parsed.model
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelError(f"{model_path}: not an ONNX model (no IR version or graph in the protobuf)")
