@@ -809,6 +809,15 @@ def _dangling() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def _outputs(*names: str) -> bytes:
+    """A Relu graph whose declared outputs are ``names`` (its node writes ``y``)."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "outputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in names])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 def _no_graph() -> bytes:
     model = helper.make_model(onnx.GraphProto(name="g"), opset_imports=[helper.make_opsetid("", 17)])
     model.ClearField("graph")
@@ -840,6 +849,8 @@ BAD_FILES: dict[str, tuple[bytes, tuple[str, ...]]] = {
     "cyclic": (_cyclic(), ("cycle", "'first'") ),
     "dangling": (_dangling(), ("dangling", "'missing_bias'", "'add_bias'")),
     "no_graph": (_no_graph(), ("graph",)),
+    "no_outputs": (_outputs(), ("declares no outputs",)),
+    "dangling_output": (_outputs("y", "z"), ("graph output 'z'", "dangling output")),
     "tensor_proto_file": (numpy_helper.from_array(np.ones((2, 3), np.float32), "input_0").SerializeToString(),
                           ("not",)),
 }
@@ -959,6 +970,17 @@ def test_bodies_nested_beyond_protobufs_limit_are_one_error_line(tmp_path, depth
     done = subprocess.run([sys.executable, "-m", "dashboard", "classify", str(path)], capture_output=True, text=True,
                           env=_env(), cwd=ROOT, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_outputs_straight_from_an_input_or_an_initializer_are_accepted(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "passthrough",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("y", "x", "w")],
+        [numpy_helper.from_array(np.ones(1, np.float32), "w")])
+    path = _write(tmp_path / "passthrough.onnx",
+                  helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    assert [o.name for o in load_model(path).outputs] == ["y", "x", "w"]
 
 
 def test_every_truncation_of_a_model_is_refused(tmp_path):

@@ -429,7 +429,20 @@ def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
         warnings=_compatibility_warnings(model, opsets, nodes),
     )
     built.topo_order = _topological_order(path, built)
+    _check_outputs(path, built)
     return built
+
+
+def _check_outputs(path: Path, graph: ModelGraph) -> None:
+    """A model must declare an output, and each one must come from a node, a graph input or an
+    initializer: else ONNX Runtime refuses it at session creation, in words about its own sources."""
+    if not graph.outputs:
+        raise ModelError(f"{path}: the graph declares no outputs (nothing could be computed); re-export it")
+    known = graph.producers.keys() | {v.name for v in graph.listed_inputs} | graph.initializers.keys()
+    missing = next((o.name for o in graph.outputs if o.name not in known), None)
+    if missing is not None:
+        raise ModelError(f"{path}: graph output {missing!r} is produced by no node, graph input or initializer "
+                         "(dangling output)")
 
 
 def _compatibility_warnings(model: ModelProto, opsets: dict[str, int], nodes: list[Node]) -> list[str]:
