@@ -109,6 +109,25 @@ def test_report_command_writes_one_self_contained_file_that_opens_in_chromium(tm
         browser.close()
 
 
+def test_a_timeline_that_cannot_run_leaves_the_rest_of_the_report(tmp_path):
+    """Two nodes share a name: ONNX Runtime refuses the model, so no timeline can run; the partition
+    analysis (on its renamed copy) and the classifier still make a report, which says why the
+    timeline is missing, and the command warns instead of failing."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="twin"), helper.make_node("Erf", ["a"], ["y"], name="twin")]
+    graph = helper.make_graph(nodes, "twins", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    model = tmp_path / "twins.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    out = tmp_path / "twins.html"
+    done = cli(model, "--out", out, "--backends", "htp", "--requests", "3")
+    assert done.returncode == 0, done.stderr
+    assert "warning: the timeline could not run: " in done.stderr and "same node name" in done.stderr
+    document = out.read_text(encoding="utf-8")
+    assert "The timeline could not run.</b>" in document and "same node name (twin)" in document
+    assert "twin#1" in document  # the partition analysis ran, on the copy with stable names
+    assert "timeline failed (see the report)" in done.stdout
+
+
 def test_report_command_on_a_device_over_ssh(tmp_path, sshd):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
     device = ssh_device(sshd)

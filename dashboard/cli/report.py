@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from dashboard.classify.ep_rules import classify_ep
     from dashboard.classify.refined import classify_refined
     from dashboard.render.report import ReportInput, build_html
+    from dashboard.runtime.client import WorkerError
     from dashboard.runtime.devices import Device
     from dashboard.timeline.remote import run_on_device
 
@@ -63,20 +64,26 @@ def run(args: argparse.Namespace) -> int:
     print("classifying", file=sys.stderr, flush=True)
     classifications = (classify_ep(graph), classify_refined(graph))
     partition = analyze_from_args(args)
-    timelines = []
+    timelines, timeline_error = [], None
     if timeline_options is not None:
         print("running the timeline", file=sys.stderr, flush=True)
-        timelines.append(run_on_device(Device.parse(args.device), args.model, timeline_options,
-                                       on_event=_timeline_progress, timeout=args.timeout or DEFAULT_TIMEOUT))
-        timelines[0].label = f"{', '.join(timeline_options.strategies)} on {timelines[0].device.get('label')}"
+        try:
+            timelines.append(run_on_device(Device.parse(args.device), args.model, timeline_options,
+                                           on_event=_timeline_progress, timeout=args.timeout or DEFAULT_TIMEOUT))
+        except (UserError, WorkerError) as exc:  # the model may not run at all: report what was found
+            timeline_error = str(exc)
+            print(f"warning: the timeline could not run: {timeline_error}", file=sys.stderr, flush=True)
+        else:
+            timelines[0].label = f"{', '.join(timeline_options.strategies)} on {timelines[0].device.get('label')}"
     document = build_html(ReportInput(Path(args.model).name, str(Path(args.model).resolve()),
                                       partition.digest or file_digest(args.model), graph, classifications,
-                                      [partition], timelines))
+                                      [partition], timelines, timeline_error))
     try:
         out.write_text(document, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{args.out}: cannot write the report ({exc.strerror or exc})") from None
     print(f"{out} ({len(document) / 1e6:.1f} MB): classifier {classifications[1].verdict}, "
           f"{len(partition.node_order)} nodes partitioned on {partition.device}"
-          + (f", timeline of {len(timelines[0].strategies)} strategies" if timelines else ""))
+          + (f", timeline of {len(timelines[0].strategies)} strategies" if timelines else "")
+          + (", timeline failed (see the report)" if timeline_error else ""))
     return 0

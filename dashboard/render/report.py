@@ -55,6 +55,7 @@ class ReportInput:
     classifications: tuple[Classification, Classification] | None = None  # (EP rules, refined)
     partitions: list[PartitionReport] = field(default_factory=list)
     timelines: list[TimelineRun] = field(default_factory=list)
+    timeline_error: str | None = None  # why the timeline asked for could not run (the rest still reports)
     generated: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -69,7 +70,7 @@ def build_html(data: ReportInput) -> str:
         sections.append(("classifier", "Classifier evidence", _classifier(*data.classifications)))
     sections.append(("partitions", "Partitions", "".join(_partition(r) for r in data.partitions)
                      or "<p class='muted'>No partition analysis in this report.</p>"))
-    sections.append(("timeline", "Timeline", _timelines(data.timelines)))
+    sections.append(("timeline", "Timeline", _timelines(data.timelines, data.timeline_error)))
     nav = "".join(f"<a href='#{key}'>{esc(title)}</a>" for key, title, _ in sections)
     body = "".join(f"<section id='{key}'><h2>{esc(title)}</h2>{content}</section>" for key, title, content in sections)
     plotly_js = _plotly_js() if data.timelines else ""
@@ -259,10 +260,11 @@ def _strip_svg(kind: str, plan: Plan, width: int) -> str:
 
 
 # -- timelines --------------------------------------------------------------------------------------
-def _timelines(runs: list[TimelineRun]) -> str:
+def _timelines(runs: list[TimelineRun], error: str | None = None) -> str:
+    failed = f"<div class='note'><b>The timeline could not run.</b> {esc(error)}</div>" if error else ""
     if not runs:
-        return "<p class='muted'>No timeline run in this report.</p>"
-    return "".join(_timeline(run) for run in runs)
+        return failed or "<p class='muted'>No timeline run in this report.</p>"
+    return failed + "".join(_timeline(run) for run in runs)
 
 
 def _timeline(run: TimelineRun) -> str:
