@@ -19,8 +19,7 @@ import mmap
 import os
 import stat
 from collections.abc import Iterator
-import contextlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,8 +70,9 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     """Read the graph structure of the ONNX file at ``path``.
 
     Raises ``ModelError`` with a one-line explanation, naming ``path`` as given, for anything that
-    is not a readable, well-formed ONNX model (missing, empty, truncated, archive, directory,
-    cycles, dangling inputs, text that is not UTF-8, external data outside the model's folder).
+    is not a readable, well-formed ONNX model (missing, empty, truncated, archive, directory, pipe
+    or device, symlink loop, nested beyond protobuf's limit, cycles, dangling inputs or outputs, no
+    outputs, text that is not UTF-8, external data outside the model's folder).
     """
     model_path = Path(path)
     size = _regular_file_size(model_path)
@@ -126,7 +126,7 @@ def _regular_file_size(model_path: Path) -> int:
 @contextmanager
 def _mapped(model_path: Path) -> Iterator[memoryview]:
     """The file's bytes, memory-mapped: the weights are never copied into this process."""
-    with contextlib.ExitStack() as stack:
+    with ExitStack() as stack:
         try:
             handle = stack.enter_context(open(model_path, "rb"))
             mapped = stack.enter_context(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
