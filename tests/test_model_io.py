@@ -818,6 +818,16 @@ def _outputs(*names: str) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def _negative_dims() -> bytes:
+    """An Add whose weight declares dims [-5, 3] (no data: the header is what is wrong)."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")], "negative",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[-5, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 def _no_graph() -> bytes:
     model = helper.make_model(onnx.GraphProto(name="g"), opset_imports=[helper.make_opsetid("", 17)])
     model.ClearField("graph")
@@ -850,6 +860,7 @@ BAD_FILES: dict[str, tuple[bytes, tuple[str, ...]]] = {
     "dangling": (_dangling(), ("dangling", "'missing_bias'", "'add_bias'")),
     "no_graph": (_no_graph(), ("graph",)),
     "no_outputs": (_outputs(), ("declares no outputs",)),
+    "negative_dims": (_negative_dims(), ("initializer 'w'", "negative dimension [-5, 3]")),
     "dangling_output": (_outputs("y", "z"), ("graph output 'z'", "dangling output")),
     "tensor_proto_file": (numpy_helper.from_array(np.ones((2, 3), np.float32), "input_0").SerializeToString(),
                           ("not",)),

@@ -98,8 +98,18 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
         raise ModelError(f"{model_path}: not a complete ONNX model (no opset_import; truncated?)")
     _check_text(model_path, parsed)
     _check_external_locations(model_path, parsed)
+    _check_dims(model_path, parsed)
     with _gc_paused():
         return _build(model_path, size, parsed)
+
+
+def _check_dims(model_path: Path, parsed: _Parsed) -> None:
+    """Weights have no negative dimension (the ONNX spec; ONNX Runtime refuses them): a negative
+    one made the model's weight total negative on every page."""
+    bad = next((i for i in parsed.initializers if any(d < 0 for d in i.shape)), None)
+    if bad is not None:
+        raise ModelError(f"{model_path}: initializer {bad.name!r} has a negative dimension {list(bad.shape)}; the file "
+                         "is corrupt")
 
 
 def _regular_file_size(model_path: Path) -> int:
