@@ -32,13 +32,16 @@ class TerminalText(io.TextIOBase):
     anywhere in a command's output or progress reaches the terminal as text."""
 
     _KEEP = "\n\r\t"
+    _WITHOUT_KEPT = str.maketrans("", "", _KEEP)
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(text if text.isprintable() else _escaped(text, self._KEEP))
+        # Checked in C first: escaping character by character tripled the time of a large --json.
+        clean = text.isprintable() or text.translate(self._WITHOUT_KEPT).isprintable()
+        self._stream.write(text if clean else _escaped(text, self._KEEP))
         return len(text)
 
     def flush(self) -> None:

@@ -77,5 +77,6 @@ def stderr_progress() -> Callable[[int, int], None]:
 
 
 def print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    """One JSON object on stdout, written in one piece: ``json.dump`` writes it in hundreds of
+    thousands of small chunks, each a call into the CLI's escaping stream (``TerminalText``)."""
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")

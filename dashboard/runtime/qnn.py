@@ -282,9 +282,10 @@ def random_inputs(session: ort.InferenceSession, dims: dict[str, int], seed: int
             raise UserError(f"input {spec.name!r} has type {spec.type}, which cannot be generated; supply inputs")
         shape = [d if isinstance(d, int) and d >= 0 else dims.get(str(d), 1) for d in spec.shape]
         specs.append((spec.name, dtype, shape, math.prod(shape) * np.dtype(dtype).itemsize))
-    if sum(size for *_, size in specs) > MAX_GENERATED_BYTES:
+    total = sum(size for *_, size in specs)
+    if total > MAX_GENERATED_BYTES:
         name, _, shape, size = max(specs, key=lambda s: s[3])
-        raise UserError(f"generated inputs would take {sum(s[3] for s in specs) / 2**30:.1f} GB (input {name!r} "
+        raise UserError(f"generated inputs would take {total / 2**30:.1f} GB (input {name!r} "
                         f"{shape}: {size / 2**30:.1f} GB; at most {MAX_GENERATED_BYTES >> 30} GB): fix its "
                         "dimensions smaller, or supply inputs")
     feeds = {}
