@@ -1,7 +1,8 @@
 """Model intake: everything known about a model before any runtime is involved.
 
-- ``reader``: ``load_model`` (the weight-free reader, one-line ``ModelError`` for bad input) and
-  ``load_structure`` (a weight-free ``onnx.ModelProto``);
+- ``reader``: ``load_model`` (the weight-free reader, one-line ``ModelError`` for bad input),
+  ``model_file_size`` (its check that a path is a regular, non-empty file, for callers that read
+  the file first) and ``load_structure`` (a weight-free ``onnx.ModelProto``);
 - ``digest``: ``file_digest``, the content hash that keys every cache (light: no numpy, no onnx);
 - ``graph``: the data model every other package works from (``ModelGraph``, ``Node``,
   ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index and bodies;
@@ -16,7 +17,7 @@
 from dashboard.lazy import exports
 
 __getattr__, __dir__ = exports(__name__, {
-    "load_model": "reader", "load_structure": "reader", "file_digest": "digest",
+    "load_model": "reader", "model_file_size": "reader", "load_structure": "reader", "file_digest": "digest",
     "ModelGraph": "graph", "Node": "graph", "TensorSpec": "graph", "Initializer": "graph", "SubGraph": "graph",
     "default_dims": "shapes", "resolve_dims": "shapes", "check_dims": "shapes",
     "SAMPLES": "samples", "sample_path": "samples",

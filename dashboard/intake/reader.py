@@ -75,7 +75,7 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     outputs, text that is not UTF-8, external data outside the model's folder).
     """
     model_path = Path(path)
-    size = _regular_file_size(model_path)
+    size = model_file_size(model_path)
     with _mapped(model_path) as buf:
         _refuse_known_non_onnx(model_path, buf)
         try:
@@ -112,10 +112,11 @@ def _check_dims(model_path: Path, parsed: _Parsed) -> None:
                          "is corrupt")
 
 
-def _regular_file_size(model_path: Path) -> int:
+def model_file_size(model_path: Path) -> int:
     """The size of the regular, non-empty file at ``model_path``; anything else is a ``ModelError``
-    naming what it is (missing, a symlink loop, a directory, a pipe or device, empty). Why not just
-    open it: a FIFO would block the reader forever, and a device has no size to map."""
+    naming what it is (missing, a symlink loop, a directory, a pipe or device, empty). Why check
+    before opening: a FIFO would block the reader (or a hash of the file) forever, and a device has
+    no size to map."""
     try:
         info = model_path.stat()
     except FileNotFoundError:

@@ -29,7 +29,7 @@ from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.digest import Progress, file_digest
-from dashboard.intake.reader import load_model
+from dashboard.intake.reader import load_model, model_file_size
 from dashboard.views.safe import md
 
 SOURCES = ("sample", "path", "upload")
@@ -103,9 +103,7 @@ def select(path: str | Path, name: str, source: str, digest: str | None = None,
     if source not in SOURCES:
         raise ValueError(f"unknown model source {source!r}")
     absolute = Path(os.path.abspath(Path(path).expanduser()))
-    if not absolute.is_file():
-        load_model(absolute)  # raises the one-line reason for missing files and directories
-        raise UserError(f"{absolute}: not a regular file")
+    model_file_size(absolute)  # missing, a directory, a pipe...: its one-line reason, before hashing
     try:
         digest = digest or file_digest(absolute, progress)
     except OSError as exc:
