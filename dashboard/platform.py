@@ -230,6 +230,14 @@ def foreign_owner(info: os.stat_result) -> str | None:
     return f"belongs to uid {info.st_uid}"
 
 
+def writable_by_others(info: os.stat_result) -> str | None:
+    """Why a file with ``info`` may be changed by other users (None when it may not, or on
+    Windows, where a user's profile folder is private to them already)."""
+    if WINDOWS or not info.st_mode & 0o022:
+        return None
+    return f"is writable by others (mode {info.st_mode & 0o777:o})"
+
+
 def open_no_follow(path: str | os.PathLike) -> int:
     """A read-only descriptor of ``path`` that is never a symlink's target."""
     if WINDOWS:

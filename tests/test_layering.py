@@ -45,7 +45,7 @@ def package_of(path: Path) -> str:
 
 SOURCES = {module_name(p): imports(p.read_text(encoding="utf-8"), package_of(p)) for p in PACKAGE.rglob("*.py")}
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "lazy.py", "serde.py", "messages.py", "platform.py",
-             "printable.py"}
+             "printable.py", "access.py"}
 
 
 def importers_of(prefix: str) -> set[str]:

@@ -1,0 +1,286 @@
+"""Who may drive the dashboard, and what its operator allows: one record, read once per process.
+
+Why a record of its own: a browser is not the person at the terminal. Anything typed into a page
+may come from someone else (another user of this machine, a web page that rebinds its DNS name to
+127.0.0.1), so the pages refuse what runs code, loads a library or writes a path, unless the
+operator, the person who started the dashboard, allowed it here. The same record says how a browser
+proves it is the operator's (a per-start token, or a fixed token or password hash for a team
+server) and which host names the server answers to (DNS rebinding).
+
+Where it comes from, later winning over earlier:
+
+1. the operator's config file, ``QNN_LAB_CONFIG`` or ``~/.config/qnn-backend-lab/server.toml``
+   (TOML; refused when another user owns it or may write it: it decides what runs);
+2. environment variables: ``QNN_LAB_TOKEN``, ``QNN_LAB_PASSWORD_HASH``, ``QNN_LAB_ALLOWED_HOSTS``
+   (comma-separated), ``QNN_LAB_PYTHONS`` (``name=path`` items separated by ``os.pathsep``) and
+   ``QNN_LAB_KNOWN_HOSTS`` (paths separated by ``os.pathsep``).
+
+The file's shape::
+
+    [auth]
+    token = "a long random string"          # a fixed token instead of a new one per start
+    password_hash = "scrypt$16384$8$1$..."  # python -m dashboard hash-password
+    [server]
+    allowed_hosts = ["dash.lab.example"]    # host names besides loopback the browser may use
+    [devices]
+    pythons = { arm64 = "C:/Python311-arm64/python.exe" }  # local?python=NAME, by name
+    known_hosts = ["~/.ssh/known_hosts_lab"]                # device known_hosts= files
+
+Nothing here imports Streamlit: the CLI, the worker client, Netron's server and the web gate all
+read the same record.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dashboard import platform
+from dashboard.errors import UserError
+
+CONFIG_ENV = "QNN_LAB_CONFIG"
+TOKEN_ENV = "QNN_LAB_TOKEN"
+PASSWORD_HASH_ENV = "QNN_LAB_PASSWORD_HASH"
+ALLOWED_HOSTS_ENV = "QNN_LAB_ALLOWED_HOSTS"
+PYTHONS_ENV = "QNN_LAB_PYTHONS"
+KNOWN_HOSTS_ENV = "QNN_LAB_KNOWN_HOSTS"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+MIN_TOKEN_LENGTH = 16
+MAX_CONFIG_BYTES = 1 << 20
+# scrypt at these costs takes ~50 ms and 16 MB: slow enough for guessing, quick for one login.
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 1 << 14, 8, 1
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """What the operator configured; empty fields mean the safe default (a new token per start,
+    loopback host names only, no local interpreter or known_hosts file allowed from a page)."""
+
+    token: str | None = None
+    password_hash: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    pythons: dict[str, str] = field(default_factory=dict)
+    known_hosts: tuple[str, ...] = ()
+    source: str = "defaults"
+
+    def __post_init__(self) -> None:
+        if self.token is not None and (len(self.token) < MIN_TOKEN_LENGTH or not self.token.isprintable()
+                                       or " " in self.token):
+            raise UserError(f"the dashboard token ({self.source}) must be at least {MIN_TOKEN_LENGTH} printable "
+                            "characters without spaces")
+        if self.password_hash is not None:
+            _parse_hash(self.password_hash, self.source)
+        for host in self.allowed_hosts:
+            if not host or any(c not in _NAME_CHARS and c not in ":[]*" for c in host):
+                raise UserError(f"allowed host {host!r} ({self.source}) is not a host name")
+        for name, path in self.pythons.items():
+            if not name or any(c not in _NAME_CHARS for c in name):
+                raise UserError(f"interpreter name {name!r} ({self.source}): letters, digits, '.', '_', '-'")
+            if not path or not Path(path).expanduser().is_absolute():
+                raise UserError(f"interpreter {name}={path!r} ({self.source}) must be an absolute path")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host name the browser may use: loopback's, then the operator's."""
+        return LOOPBACK_HOSTS + tuple(h.lower().strip("[]") for h in self.allowed_hosts)
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether a Host header's name (port ignored) is one the dashboard answers to; ``*.x``
+        entries match subdomains of x."""
+        name = host_name(host)
+        if not name:
+            return False
+        for allowed in self.hosts:
+            if allowed == name or (allowed.startswith("*.") and name.endswith(allowed[1:])):
+                return True
+        return False
+
+    def python_path(self, name: str) -> str | None:
+        """The interpreter the operator listed as ``name`` (None: not listed)."""
+        return self.pythons.get(name)
+
+    def known_hosts_allowed(self, path: str) -> bool:
+        """Whether ``path`` is one of the known_hosts files the operator allows from a page."""
+        target = os.path.realpath(Path(path).expanduser())
+        return any(os.path.realpath(Path(p).expanduser()) == target for p in self.known_hosts)
+
+
+def host_name(host: str | None) -> str:
+    """The name part of a Host header, lower case, brackets and port removed ('' if malformed)."""
+    text = (host or "").strip().lower()
+    if text.startswith("["):
+        name, bracket, rest = text[1:].partition("]")
+        return name if bracket and (not rest or rest[1:].isdigit() and rest[0] == ":") else ""
+    name, colon, port = text.partition(":")
+    if colon and not port.isdigit():
+        return ""
+    return name
+
+
+# -- the record, once per process -------------------------------------------------------------------
+_lock = threading.Lock()
+_current: OperatorConfig | None = None
+
+
+def operator() -> OperatorConfig:
+    """The operator's configuration, read on first use (a bad file is one ``UserError``)."""
+    global _current
+    with _lock:
+        if _current is None:
+            _current = load()
+        return _current
+
+
+def reload() -> OperatorConfig:
+    """Read the configuration again (tests, and a server told its file changed)."""
+    global _current
+    with _lock:
+        _current = None
+    return operator()
+
+
+def config_path(environ: dict | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    given = environ.get(CONFIG_ENV)
+    return Path(given).expanduser() if given else Path.home() / ".config" / "qnn-backend-lab" / "server.toml"
+
+
+def load(environ: dict | None = None) -> OperatorConfig:
+    """The file's settings, then the environment's on top."""
+    environ = os.environ if environ is None else environ
+    path = config_path(environ)
+    values = _read_file(path, explicit=CONFIG_ENV in environ)
+    sources = [str(path)] if values else []
+    env_values = _from_env(environ)
+    if env_values:
+        sources.append("environment")
+    values.update(env_values)
+    return OperatorConfig(**values, source=" + ".join(sources) or "defaults")
+
+
+def _read_file(path: Path, explicit: bool) -> dict:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if explicit:
+            raise UserError(f"{CONFIG_ENV}={path}: no such file") from None
+        return {}
+    except OSError as exc:
+        raise UserError(f"cannot read the dashboard's config {path}: {exc.strerror}") from None
+    why = platform.foreign_owner(info) or platform.writable_by_others(info)
+    if why:
+        raise UserError(f"refusing the dashboard's config {path}: it {why}, and it decides what the dashboard "
+                        "runs (make it yours, mode 0600)")
+    if info.st_size > MAX_CONFIG_BYTES or not path.is_file():
+        raise UserError(f"the dashboard's config {path} is not a small regular file")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"cannot read the dashboard's config {path}: {exc}") from None
+    return _from_file(data, path)
+
+
+_FILE_KEYS = {"auth": {"token": "token", "password_hash": "password_hash"},
+              "server": {"allowed_hosts": "allowed_hosts"},
+              "devices": {"pythons": "pythons", "known_hosts": "known_hosts"}}
+
+
+def _from_file(data: dict, path: Path) -> dict:
+    values: dict = {}
+    for section, body in data.items():
+        keys = _FILE_KEYS.get(section)
+        if keys is None or not isinstance(body, dict):
+            raise UserError(f"{path}: unknown section [{section}]; known: {', '.join(_FILE_KEYS)}")
+        for key, value in body.items():
+            if key not in keys:
+                raise UserError(f"{path}: unknown key {section}.{key}; known: {', '.join(keys)}")
+            values[keys[key]] = _typed(key, value, path)
+    return values
+
+
+def _typed(key: str, value, where) -> object:
+    if key in ("token", "password_hash"):
+        if not isinstance(value, str):
+            raise UserError(f"{where}: {key} must be a string")
+        return value
+    if key == "pythons":
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise UserError(f"{where}: pythons must be a table of name = \"path\"")
+        return dict(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _from_env(environ) -> dict:
+    values: dict = {}
+    if environ.get(TOKEN_ENV):
+        values["token"] = environ[TOKEN_ENV]
+    if environ.get(PASSWORD_HASH_ENV):
+        values["password_hash"] = environ[PASSWORD_HASH_ENV]
+    if environ.get(ALLOWED_HOSTS_ENV):
+        values["allowed_hosts"] = tuple(h.strip() for h in environ[ALLOWED_HOSTS_ENV].split(",") if h.strip())
+    if environ.get(PYTHONS_ENV):
+        pairs = {}
+        for item in environ[PYTHONS_ENV].split(os.pathsep):
+            name, sep, path = item.partition("=")
+            if not sep:
+                raise UserError(f"{PYTHONS_ENV}: {item!r} is not name=path")
+            pairs[name.strip()] = path.strip()
+        values["pythons"] = pairs
+    if environ.get(KNOWN_HOSTS_ENV):
+        values["known_hosts"] = tuple(p for p in environ[KNOWN_HOSTS_ENV].split(os.pathsep) if p)
+    return values
+
+
+# -- secrets ----------------------------------------------------------------------------------------
+def new_token() -> str:
+    """A per-start token: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def token_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison, so the time taken says nothing about the token."""
+    return bool(given) and hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    """``scrypt$N$r$p$salt$hash`` (base64), for ``password_hash`` in the config."""
+    if not password:
+        raise UserError("the password is empty")
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32)
+    b64 = lambda b: base64.urlsafe_b64encode(b).decode("ascii").rstrip("=")  # noqa: E731
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt)}${b64(digest)}"
+
+
+def password_matches(password: str | None, stored: str) -> bool:
+    if not password:
+        return False
+    n, r, p, salt, digest = _parse_hash(stored, "config")
+    given = hashlib.scrypt(password.encode("utf-8", "replace"), salt=salt, n=n, r=r, p=p, dklen=len(digest),
+                           maxmem=256 * 1024 * 1024)
+    return hmac.compare_digest(given, digest)
+
+
+def _parse_hash(stored: str, where: str) -> tuple[int, int, int, bytes, bytes]:
+    parts = stored.split("$")
+    try:
+        if len(parts) != 6 or parts[0] != "scrypt":
+            raise ValueError
+        n, r, p = (int(x) for x in parts[1:4])
+        salt, digest = (base64.urlsafe_b64decode(x + "=" * (-len(x) % 4)) for x in parts[4:6])
+        if n < 2 or n & (n - 1) or n > 1 << 20 or not 1 <= r <= 32 or not 1 <= p <= 16 or len(digest) < 16:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"password_hash ({where}) is not a scrypt$N$r$p$salt$hash string "
+                        "(make one with `python -m dashboard hash-password`)") from None
+    return n, r, p, salt, digest
