@@ -40,6 +40,7 @@ import secrets
 import threading
 import tomllib
 from dataclasses import dataclass, field
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 
 from dashboard import platform
@@ -284,3 +285,89 @@ def _parse_hash(stored: str, where: str) -> tuple[int, int, int, bytes, bytes]:
         raise UserError(f"password_hash ({where}) is not a scrypt$N$r$p$salt$hash string "
                         "(make one with `python -m dashboard hash-password`)") from None
     return n, r, p, salt, digest
+
+
+# -- the gatekeeper of a running dashboard ------------------------------------------------------------
+@dataclass(frozen=True)
+class Gatekeeper:
+    """What a browser must show to drive this dashboard process: the token (per start, or the
+    operator's) or the operator's password, then the per-start session cookie the gate hands out."""
+
+    config: OperatorConfig
+    token: str | None  # None: only the operator's password signs in
+    generated: bool
+    port: int
+    cookie_value: str
+
+    @property
+    def cookie_name(self) -> str:
+        """Per port: a browser sends every cookie of a host to all its ports, and two dashboards
+        on one machine must not overwrite each other's."""
+        return f"qnn-lab-{self.port}"
+
+    @property
+    def password_hash(self) -> str | None:
+        return self.config.password_hash
+
+    def accepts(self, secret: str | None) -> bool:
+        """Whether ``secret`` is the token or the password (each compared in constant time)."""
+        if not secret or len(secret) > 1024:
+            return False
+        if self.token is not None and token_matches(secret, self.token):
+            return True
+        return self.password_hash is not None and password_matches(secret, self.password_hash)
+
+    def cookie_ok(self, header: str | None) -> bool:
+        """Whether a ``Cookie`` request header carries this gate's session cookie (a malformed
+        header carries none)."""
+        jar = SimpleCookie()
+        try:
+            jar.load(header or "")
+        except CookieError:
+            return False
+        morsel = jar.get(self.cookie_name)
+        return morsel is not None and token_matches(morsel.value, self.cookie_value)
+
+    def cookie_header(self) -> str:
+        """A session cookie (no expiry: it ends with the browser session, and with the server,
+        whose per-start value it is), unreadable by scripts and never sent cross-site."""
+        return f"{self.cookie_name}={self.cookie_value}; Path=/; HttpOnly; SameSite=Strict"
+
+    def url(self, address: str) -> str:
+        """The URL that signs the operator's browser in (the token in its query)."""
+        host = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
+        host = f"[{host}]" if ":" in host else host
+        query = f"?token={self.token}" if self.token else ""
+        return f"http://{host}:{self.port}/{query}"
+
+    def banner(self, address: str) -> str:
+        """What the terminal that started the dashboard shows."""
+        if self.token is None:
+            how = f"sign in with the password configured in {self.config.source}"
+        elif self.generated:
+            how = "the token is new at each start; only this terminal shows it"
+        else:
+            how = f"the token is the one configured in {self.config.source}"
+        return f"\n  QNN Backend Lab: open {self.url(address)}\n  ({how})\n"
+
+
+_keeper: Gatekeeper | None = None
+
+
+def gatekeeper(port: int = 0) -> Gatekeeper:
+    """This process's gatekeeper, made on first call (by the web gate at start-up, which knows
+    the port); a bad operator config is one ``UserError``."""
+    global _keeper
+    config = operator()
+    with _lock:
+        if _keeper is None:
+            token = config.token or (None if config.password_hash else new_token())
+            _keeper = Gatekeeper(config, token, generated=config.token is None and token is not None, port=port,
+                                 cookie_value=secrets.token_urlsafe(32))
+        return _keeper
+
+
+def active_gatekeeper() -> Gatekeeper | None:
+    """The gatekeeper if this process serves the dashboard through its gate, else None (the CLI,
+    a notebook, a test driving a page script directly)."""
+    return _keeper

@@ -7,13 +7,14 @@
         with running_app("--model", "samples/cnn_classifier.onnx") as app, sync_playwright() as pw:
             browser = launch_chromium(pw)
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(app.url)
+            app.open(page)  # signs in with the app's token, as the printed URL does
             wait_for_idle(page)
             open_page(page, "Classifier")
 
 ``running_app`` starts ``python -m streamlit run app.py`` as a subprocess on a free port in the
-project directory (so ``.streamlit/config.toml`` applies), waits for its health endpoint, and
-stops it afterwards; its log is in ``app.log_text()`` for assertion messages. The browser is the
+project directory (so ``.streamlit/config.toml`` applies) with a token of the test's own
+(``QNN_LAB_TOKEN``: the dashboard answers nothing without it), waits for its health endpoint, and
+stops it afterwards; ``app.open(page, path)`` signs a browser page in with it; its log is in ``app.log_text()`` for assertion messages. The browser is the
 system's ``/usr/bin/chromium`` driven through Playwright's client (no browser download).
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -59,10 +61,19 @@ class RunningApp:
     process: subprocess.Popen
     port: int
     log_path: Path
+    token: str
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/"
+
+    def signed_in_url(self, path: str = "") -> str:
+        """``path`` of the app with the token: the gate sets its session cookie and redirects."""
+        return f"{self.url}{path}?token={self.token}"
+
+    def open(self, page, path: str = "") -> None:
+        """Open ``path`` in a browser ``page``, signed in."""
+        page.goto(self.signed_in_url(path))
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -81,6 +92,8 @@ def start_app(*script_args: str, port: int | None = None, env: dict[str, str] | 
               timeout: float = START_TIMEOUT) -> RunningApp:
     """Start ``streamlit run app.py -- *script_args`` and wait until it answers its health check."""
     port = port or free_port()
+    env = {**(env or {})}
+    token = env.setdefault("QNN_LAB_TOKEN", secrets.token_urlsafe(24))
     log_path = Path(tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log")[1])
     command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
                "--server.port", str(port), "--server.headless", "true",
@@ -88,8 +101,8 @@ def start_app(*script_args: str, port: int | None = None, env: dict[str, str] | 
                "--", *script_args]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, **(env or {})})
-    app = RunningApp(process, port, log_path)
+                                   env={**os.environ, **env})
+    app = RunningApp(process, port, log_path, token)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -125,9 +138,10 @@ def require_chromium() -> None:
     pytest.skip(f"{CHROMIUM} is not installed and installing it needs root")
 
 
-def launch_chromium(playwright, **kwargs):
+def launch_chromium(playwright, extra_args: list[str] = (), **kwargs):
     """Launch the system Chromium headless with the flags that keep it off the network."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, **kwargs)
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *extra_args], headless=True,
+                                      **kwargs)
 
 
 @contextmanager
@@ -141,7 +155,7 @@ def app_in_browser(*script_args: str, viewport: dict[str, int], env: dict[str, s
         browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport=viewport)
-            page.goto(app.url)
+            app.open(page)
             wait_for_idle(page)
             yield app, page
         finally:

@@ -150,7 +150,7 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
     with running_app("--model", small_model.path) as app, sync_playwright() as pw:
         browser = launch_chromium(pw)
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
-        page.goto(app.url)
+        app.open(page)
         wait_for_idle(page)
         open_page(page, "Timeline")
         box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Strategies")

@@ -56,7 +56,7 @@ def test_sample_verdict_evidence_and_upload(tmp_path, hostile_layernorm_model):
         try:
             page = browser.new_page(viewport=VIEWPORT)
             # The server's first request names a page: it still gets the app around it.
-            page.goto(app.url + "classifier")
+            app.open(page, "classifier")
             wait_for_idle(page)
             assert page.get_by_role("heading", name="Backend classifier").is_visible()
             assert llm.title in sidebar_model(page)

@@ -93,7 +93,7 @@ def test_closing_the_browser_stops_the_session_s_worker_mid_compile(tmp_path):
             sync_playwright() as pw:
         browser = launch_chromium(pw)
         page = browser.new_page()
-        page.goto(app.url + "partitions")
+        app.open(page, "partitions")
         page.get_by_text("creating the HTP session").first.wait_for(timeout=120_000)
         workers = [p for p in processes_with_env(MARK, mark) if p != app.process.pid]
         assert workers, "the page started no worker"

@@ -310,7 +310,7 @@ def test_server_keeps_one_copy_of_an_upload_not_two_per_upload(tmp_path):
         browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(app.url)
+            app.open(page)
             wait_for_idle(page)
             page.locator('[data-testid="stSidebar"] [data-testid="stButtonGroup"]').get_by_text(
                 "Upload", exact=True).click()

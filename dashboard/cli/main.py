@@ -31,6 +31,7 @@ COMMANDS = {
     "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
     "device": ("dashboard.cli.device", "install the worker on a device; the device doctor"),
+    "hash-password": ("dashboard.cli.hash_password", "the password_hash for a team server's dashboard config"),
 }
 
 

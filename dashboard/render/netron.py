@@ -6,8 +6,12 @@ used one is stopped once more than ``MAX_SERVERS`` models have been viewed.
 
 Security: a server listens on loopback only (127.0.0.1, whatever interface the dashboard listens
 on) and answers only under ``/<token>/``, a random per-server token that only the page's URL
-carries; any other path, a missing or a wrong token, is refused with 404. So nothing but this
-machine can reach it, and on this machine only a browser that was handed the page's URL. From
+carries; any other path, a missing or a wrong token, is refused with 404. It also answers only to
+a ``Host`` the dashboard answers to (loopback names and the operator's, ``dashboard.access``), so a
+web page that rebinds its DNS name to 127.0.0.1 gets nothing; and, when the dashboard runs behind
+its sign-in gate, only to a browser that carries the gate's session cookie (cookies go to every
+port of a host, so the browser that signed in to the dashboard sends it here too). So nothing but
+this machine can reach it, and on this machine only the operator's browser, once handed the URL. From
 another machine, the user forwards its port over SSH beside the dashboard's (``tunnel_command``).
 Netron needs the model's bytes in the browser, so it cannot be fed through the dashboard's own
 websocket the way the Model Explorer view is.
@@ -37,6 +41,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import netron
+
+from dashboard import access
 
 MAX_SERVERS = 4
 LOOPBACK = "127.0.0.1"
@@ -80,7 +86,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         prefix = f"/{self.server.token}/"
         path = urlsplit(self.path).path
-        if not secrets.compare_digest(path[:len(prefix)].encode(), prefix.encode()):
+        if not secrets.compare_digest(path[:len(prefix)].encode(), prefix.encode()) or not self._admitted():
             self.send_error(404)  # no token, or a wrong one: nothing says a server is here
             return
         path = "/" + path[len(prefix):]
@@ -99,6 +105,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.send_error(404)
                 return
             self._send(file.read_bytes(), UI_TYPES[file.suffix], {})
+
+    def _admitted(self) -> bool:
+        """A Host the dashboard answers to and, behind the gate, the gate's session cookie."""
+        if not access.operator().host_allowed(self.headers.get("Host")):
+            return False
+        keeper = access.active_gatekeeper()
+        return keeper is None or keeper.cookie_ok(self.headers.get("Cookie"))
 
     def _send(self, body, content_type: str, headers: dict[str, str]) -> None:
         self.send_response(200)
@@ -202,7 +215,7 @@ def browser_url(server: NetronServer, page_url: str | None, host_header: str | N
     host = urlsplit(page_url).hostname if page_url else None
     if not host and host_header:
         host = urlsplit("//" + host_header).hostname
-    host = host or "localhost"
+    host = host if host and access.operator().host_allowed(host if ":" not in host else f"[{host}]") else "localhost"
     if host == "::1":
         host = LOOPBACK
     elif ":" in host:  # IPv6 literal

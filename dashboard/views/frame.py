@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sys
+
 import streamlit as st
 
+from dashboard import access
 from dashboard.runtime.client import WorkerGroup
 from dashboard.views import intake, report
 
@@ -55,6 +58,7 @@ def page(title: str) -> None:
     """Set up the page called ``title``: config, the navigation links and the model picker;
     workers started by this run belong to the session (``_session_workers``)."""
     st.set_page_config(layout="wide", page_title=f"{title} · {APP_TITLE}", page_icon=":material/memory:")
+    require_gate()
     _session_workers().make_current()
     with st.sidebar:
         for spec in PAGES:
@@ -63,8 +67,22 @@ def page(title: str) -> None:
     report.sidebar_download()
 
 
+def require_gate() -> None:
+    """Stop the page unless this server stands behind the web gate (``dashboard.views.gate``).
+    Why: the gate is what keeps other users and other web pages out, and it is only there when
+    Streamlit serves ``app.py`` (``streamlit run app.py``); a page script served some other way
+    (``streamlit run pages/overview.py``) would answer anyone. Streamlit's AppTest runs the
+    scripts with no server at all, so there is nothing to guard."""
+    if access.active_gatekeeper() is None and "streamlit.testing.v1" not in sys.modules:
+        st.error("This page is served without the dashboard's sign-in gate, so it would answer anyone who "
+                 "reaches the port. Start the dashboard with `streamlit run app.py` (or `make run`).",
+                 icon=":material/lock:")
+        st.stop()
+
+
 def landing() -> None:
     """The entry script's page: select ``--model`` at the session's first visit (a failure is
     kept for the picker to show), then the first page takes over."""
+    require_gate()
     intake.startup()
     st.switch_page(PAGES[0].path)

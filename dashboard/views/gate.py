@@ -1,0 +1,218 @@
+"""The web gate: only the person who started the dashboard can drive it.
+
+Why at the server, not in the page script: loopback is not a login. Another user of this machine
+reaches 127.0.0.1 as easily as the operator, and any web page the operator visits can drive a
+loopback server whose DNS name it rebinds to 127.0.0.1 or whose websocket it opens from another
+loopback port. A check inside the page script would still let Streamlit serve its websocket, file
+uploads, media and component files to them. So ``app.py`` serves the dashboard as an ``st.App``
+(Streamlit's public ASGI entry point) with this middleware in front of every route, HTTP and
+websocket alike:
+
+1. **Host**: the request's ``Host`` must be a loopback name or one the operator allowed
+   (``access.OperatorConfig.allowed_hosts``): a rebound DNS name gets ``421``, before anything
+   else runs.
+2. **Origin**: a request that carries one (every websocket a browser opens, every cross-site
+   POST) must come from the very origin it is sent to, port included: a page on another loopback
+   port cannot open the websocket. A foreign origin is refused here, so Streamlit's own origin
+   check, which looks the machine's external IP address up over the internet for such a request,
+   never runs.
+3. **Secret**: the per-start token (as Jupyter's), or the operator's fixed token or password.
+   ``/?token=...`` (any page) or the sign-in form turns it into an ``HttpOnly``, ``SameSite=Strict``
+   session cookie, then redirects to the same page without it; without the cookie only the
+   sign-in page and the health check answer. The cookie is a random per-start value, never the
+   token: it dies with the server. Netron's servers check the same cookie (``access.Gatekeeper``).
+
+The gatekeeper (secrets, cookie) lives in ``dashboard.access`` so that Netron's server and the page
+scripts read the same one without importing Starlette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import sys
+from contextlib import asynccontextmanager
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from dashboard import access
+from dashboard.errors import UserError
+from dashboard.printable import plain
+
+LOGIN_PATH = "/_qnn_lab/sign-in"
+OPEN_PATHS = ("/_stcore/health", "/healthz")  # answer "ok" and nothing else: start-up checks
+MAX_FORM_BYTES = 4096
+FAILED_SIGN_IN_DELAY = 1.0  # seconds; with scrypt, guessing a password is slow
+
+
+class Gate:
+    """Pure ASGI middleware (it sees websockets as well as HTTP)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        keeper = access.gatekeeper()
+        headers = _headers(scope)
+        host = headers.get("host", "")
+        if not keeper.config.host_allowed(host):
+            await _refuse(scope, send, 421, "This dashboard does not answer to that host name.")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not same_origin(origin, host, scope):
+            await _refuse(scope, send, 403, "Cross-origin requests are refused.")
+            return
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if keeper.cookie_ok(headers.get("cookie")):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self._sign_in(keeper, scope, receive, send)
+
+    async def _sign_in(self, keeper: access.Gatekeeper, scope, receive, send) -> None:
+        """The token in the URL, the sign-in form, or the sign-in page."""
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = next((v for k, v in query if k == "token"), None)
+        path = scope.get("path", "/")
+        if given is not None:
+            if keeper.accepts(given):
+                rest = urlencode([(k, v) for k, v in query if k != "token"])
+                await _redirect(send, path + ("?" + rest if rest else ""), keeper.cookie_header())
+                return
+            await asyncio.sleep(FAILED_SIGN_IN_DELAY)
+            await _login_page(send, keeper, "That token is not this dashboard's.", status=403)
+            return
+        if path == LOGIN_PATH and scope.get("method") == "POST":
+            form = await _read_form(receive)
+            if form is not None and keeper.accepts(form.get("secret", "")):
+                target = form.get("next", "/")
+                await _redirect(send, target if _local_target(target) else "/", keeper.cookie_header())
+                return
+            await asyncio.sleep(FAILED_SIGN_IN_DELAY)
+            await _login_page(send, keeper, "That is not this dashboard's token or password.", status=403,
+                              next_path=form.get("next", "/") if form else "/")
+            return
+        target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
+        await _login_page(send, keeper, None, status=401, next_path=target)
+
+
+def same_origin(origin: str, host: str, scope) -> bool:
+    """Whether an ``Origin`` header names the server the request was sent to (scheme, host and
+    port): ``null`` and other ports or hosts are foreign."""
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False
+    default = "443" if parts.scheme == "https" else "80"
+    netloc = parts.netloc.lower()
+    sent_to = host.lower()
+    if ":" not in netloc.rsplit("]", 1)[-1]:
+        netloc += ":" + default
+    if ":" not in sent_to.rsplit("]", 1)[-1]:
+        sent_to += ":" + default
+    return netloc == sent_to
+
+
+def _local_target(target: str) -> bool:
+    """A redirect target on this server (a path, never another site: ``//evil`` is a host)."""
+    return target.startswith("/") and not target.startswith("//") and "\\" not in target
+
+
+def _headers(scope) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in scope.get("headers", []):
+        name = key.decode("latin-1").lower()
+        if name not in found:  # the first of a repeated header, as Starlette reads it
+            found[name] = value.decode("latin-1")
+    return found
+
+
+async def _read_form(receive) -> dict[str, str] | None:
+    """The sign-in form's fields (None: too large or not a form)."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > MAX_FORM_BYTES:
+            return None
+        if not message.get("more_body"):
+            break
+    try:
+        return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+async def _send(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    base = [(b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store"),
+            (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+            (b"x-frame-options", b"DENY")]
+    await send({"type": "http.response.start", "status": status, "headers": base + headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(scope, send, status: int, text: str) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await _send(send, status, text.encode() + b"\n", [(b"content-type", b"text/plain; charset=utf-8")])
+
+
+async def _redirect(send, target: str, cookie: str) -> None:
+    await _send(send, 303, b"", [(b"location", target.encode("latin-1", "replace")),
+                                 (b"set-cookie", cookie.encode("latin-1"))])
+
+
+async def _login_page(send, keeper: access.Gatekeeper, message: str | None, status: int,
+                      next_path: str = "/") -> None:
+    what = "token or password" if keeper.password_hash else "token"
+    notice = f'<p class="error">{html.escape(message)}</p>' if message else ""
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>QNN Backend Lab: sign in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font:16px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em;color:#222}}
+input{{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.5em 0}}
+button{{font:inherit;padding:.4em 1.2em}}.error{{color:#a00}}code{{background:#eee;padding:0 .2em}}</style>
+</head><body><h1>QNN Backend Lab</h1>
+<p>This dashboard runs work as the user who started it, so it answers only to them. Open the URL
+with <code>?token=</code> that its terminal printed, or enter the {what} here.</p>{notice}
+<form method="post" action="{LOGIN_PATH}"><label for="secret">{what.capitalize()}</label>
+<input id="secret" name="secret" type="password" autocomplete="current-password" autofocus required>
+<input type="hidden" name="next" value="{html.escape(next_path if _local_target(next_path) else '/')}">
+<button type="submit">Sign in</button></form></body></html>
+"""
+    await _send(send, status, page.encode("utf-8"), [(b"content-type", b"text/html; charset=utf-8"),
+                                                      (b"content-security-policy",
+                                                       b"default-src 'none'; style-src 'unsafe-inline'; "
+                                                       b"form-action 'self'; frame-ancestors 'none'")])
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    """At start-up: make the gatekeeper and print the URL that carries the token, on the terminal
+    that started the dashboard only (never in a process's command line, which other users can
+    read). A bad operator config stops the server with one ``error:`` line and exit code 2."""
+    import streamlit as st
+
+    try:
+        keeper = access.gatekeeper(port=int(st.get_option("server.port")))
+    except UserError as exc:
+        print(f"error: {plain(exc)}", file=sys.stderr, flush=True)
+        os._exit(2)  # uvicorn would print a traceback for an exception raised here
+    print(keeper.banner(st.get_option("server.address") or "127.0.0.1"), file=sys.stderr, flush=True)
+    streamlit_hosts = {h.lower().strip("[]") for h in st.get_option("server.allowedHosts") or []}
+    missing = [h for h in keeper.config.hosts if streamlit_hosts and h not in streamlit_hosts and h != "*"]
+    if missing:
+        print(f"warning: server.allowedHosts lacks {', '.join(missing)}: Streamlit will refuse their websockets; "
+              "add them to it as well", file=sys.stderr, flush=True)
+    yield
+

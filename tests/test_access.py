@@ -1,0 +1,435 @@
+"""Only the person who started the dashboard can drive it: the operator's record
+(``dashboard.access``) and the web gate (``dashboard.views.gate``), tried as an attacker would on
+a real server: without the token, from another OS user, from a rebound DNS name, from a page on
+another loopback port, with a foreign Origin (which must not make Streamlit look the machine's
+external IP up over the internet)."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, running_app
+
+from dashboard import access
+from dashboard.errors import UserError
+from dashboard.views.gate import same_origin
+
+PASSWORD = "correct horse battery staple"
+SAMPLE = "samples/cnn_classifier.onnx"
+
+
+# -- the operator's record --------------------------------------------------------------------------
+def private_file(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def test_the_config_file_and_the_environment_make_one_record(tmp_path):
+    config = private_file(tmp_path / "server.toml", '[auth]\ntoken = "file-token-0123456789"\n'
+                          '[server]\nallowed_hosts = ["dash.lab.example"]\n'
+                          '[devices]\npythons = { arm64 = "/opt/py/bin/python3" }\nknown_hosts = ["/x/kh"]\n')
+    record = access.load({access.CONFIG_ENV: str(config)})
+    assert record.token == "file-token-0123456789"
+    assert record.python_path("arm64") == "/opt/py/bin/python3" and record.python_path("x86") is None
+    assert record.host_allowed("dash.lab.example:8501") and record.host_allowed("[::1]:8501")
+    assert not record.host_allowed("evil.example:8501") and not record.host_allowed("127.0.0.1:x")
+    over = access.load({access.CONFIG_ENV: str(config), access.TOKEN_ENV: "env-token-0123456789",
+                        access.ALLOWED_HOSTS_ENV: "*.corp.example"})
+    assert over.token == "env-token-0123456789" and over.host_allowed("a.corp.example")
+    assert not over.host_allowed("dash.lab.example") and "environment" in over.source
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX file modes")
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o666])
+def test_a_config_others_may_write_is_refused(tmp_path, mode):
+    config = private_file(tmp_path / "server.toml", '[auth]\ntoken = "file-token-0123456789"\n', mode)
+    with pytest.raises(UserError, match="writable by others"):
+        access.load({access.CONFIG_ENV: str(config)})
+
+
+@pytest.mark.parametrize("text, match", [
+    ('[auth]\ntoken = "short"\n', "at least 16"),
+    ('[auth]\npassword_hash = "plain"\n', "scrypt"),
+    ('[auth]\nbackend_path = "/tmp/x.so"\n', "unknown key"),
+    ('[extras]\nx = 1\n', "unknown section"),
+    ('[devices]\npythons = { arm64 = "relative/python" }\n', "absolute path"),
+    ('[server]\nallowed_hosts = ["evil host"]\n', "not a host name"),
+    ("[auth\n", "cannot read"),
+])
+def test_a_bad_config_is_one_line(tmp_path, text, match):
+    config = private_file(tmp_path / "server.toml", text)
+    with pytest.raises(UserError, match=match) as caught:
+        access.load({access.CONFIG_ENV: str(config)})
+    assert "\n" not in str(caught.value)
+
+
+def test_an_explicit_config_that_is_missing_is_an_error(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        access.load({access.CONFIG_ENV: str(tmp_path / "absent.toml")})
+
+
+def test_password_hashes_verify_and_differ_by_salt():
+    first, second = access.hash_password(PASSWORD), access.hash_password(PASSWORD)
+    assert first != second and first.startswith("scrypt$")
+    assert access.password_matches(PASSWORD, first) and access.password_matches(PASSWORD, second)
+    assert not access.password_matches(PASSWORD + "!", first) and not access.password_matches("", first)
+
+
+def test_hash_password_command(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "dashboard", "hash-password"], input=PASSWORD + "\n",
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert access.password_matches(PASSWORD, run.stdout.strip())
+    short = subprocess.run([sys.executable, "-m", "dashboard", "hash-password"], input="abc\n",
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert short.returncode == 2 and short.stderr.count("\n") == 1 and "Traceback" not in short.stderr
+
+
+@pytest.mark.parametrize("origin, host, same", [
+    ("http://127.0.0.1:8501", "127.0.0.1:8501", True),
+    ("http://localhost", "localhost:80", True),
+    ("http://127.0.0.1:9999", "127.0.0.1:8501", False),
+    ("http://evil.example:8501", "127.0.0.1:8501", False),
+    ("https://127.0.0.1:8501", "127.0.0.1:8501", True),
+    ("null", "127.0.0.1:8501", False),
+    ("file://", "127.0.0.1:8501", False),
+])
+def test_same_origin(origin, host, same):
+    assert same_origin(origin, host, {}) is same
+
+
+# -- a real server ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gated():
+    """One dashboard with a token and a password, shared by this module's server tests."""
+    env = {"QNN_LAB_TOKEN": secrets.token_urlsafe(24), "QNN_LAB_PASSWORD_HASH": access.hash_password(PASSWORD)}
+    with running_app("--model", SAMPLE, env=env) as app:
+        yield app
+
+
+def request(app, path: str, headers: dict | None = None, method: str = "GET", body: bytes | None = None):
+    """One request to the app (no redirect following): (status, headers, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{app.port}", **(headers or {})})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def sign_in(app) -> str:
+    """The session cookie the gate hands out for the token: ``name=value``."""
+    status, headers, _ = request(app, f"/?token={app.token}")
+    assert status == 303, status
+    return headers["set-cookie"].split(";", 1)[0]
+
+
+def test_without_the_token_nothing_is_served(gated):
+    for path in ("/", "/overview", "/_stcore/host-config", "/static/", "/component/x/index.html", "/media/x.png",
+                 "/_stcore/upload_file/x/y"):
+        status, headers, body = request(gated, path)
+        assert status == 401, (path, status)
+        assert b"stApp" not in body and b"<script" not in body.lower(), path
+    assert request(gated, "/_stcore/health")[0] == 200  # start-up checks: "ok" and nothing else
+
+
+def test_the_token_becomes_a_private_session_cookie(gated):
+    status, headers, _ = request(gated, f"/classifier?token={gated.token}&x=1")
+    assert status == 303 and headers["location"] == "/classifier?x=1"  # the token leaves the URL
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and gated.token not in cookie
+    status, _, body = request(gated, "/", {"Cookie": cookie.split(";", 1)[0]})
+    assert status == 200 and b"<script" in body.lower()  # Streamlit's own page now
+    assert request(gated, "/", {"Cookie": "qnn-lab-%d=forged" % gated.port})[0] == 401
+    assert request(gated, f"/?token={gated.token[:-1]}x")[0] == 403
+
+
+def test_the_sign_in_form_takes_the_password(gated):
+    form = lambda secret: f"secret={secret}&next=/devices".encode()  # noqa: E731
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://127.0.0.1:{gated.port}"}
+    status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form(PASSWORD.replace(" ", "+")))
+    assert status == 303 and reply["location"] == "/devices" and "HttpOnly" in reply["set-cookie"]
+    assert request(gated, "/_qnn_lab/sign-in", headers, "POST", form("wrong"))[0] == 403
+    # A form posted from another site, or sent to another site after sign-in, gets nothing.
+    assert request(gated, "/_qnn_lab/sign-in", {**headers, "Origin": "http://evil.example"}, "POST",
+                   form(PASSWORD.replace(" ", "+")))[0] == 403
+    evil_next = f"secret={PASSWORD.replace(' ', '+')}&next=//evil.example/".encode()
+    assert request(gated, "/_qnn_lab/sign-in", headers, "POST", evil_next)[1]["location"] == "/"
+
+
+def test_a_rebound_host_name_gets_nothing_even_with_the_token(gated):
+    cookie = sign_in(gated)
+    for headers in ({"Host": f"evil.example:{gated.port}", "Cookie": cookie}, {"Host": "evil.example"}):
+        status, _, body = request(gated, f"/?token={gated.token}", headers)
+        assert status == 421 and gated.token.encode() not in body
+
+
+def websocket_status(port: int, headers: dict[str, str]) -> int:
+    """The HTTP status of a websocket handshake to Streamlit's stream (101: opened)."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    lines = [f"GET /_stcore/stream HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade",
+             f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: streamlit",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        reply = sock.recv(4096).decode("latin-1")
+    return int(reply.split(" ", 2)[1])
+
+
+def test_websockets_need_the_cookie_and_the_very_origin(gated):
+    cookie = sign_in(gated)
+    own = {"Host": f"127.0.0.1:{gated.port}", "Origin": f"http://127.0.0.1:{gated.port}"}
+    assert websocket_status(gated.port, {**own, "Cookie": cookie}) == 101
+    assert websocket_status(gated.port, own) == 403  # no cookie
+    other_port = {**own, "Origin": f"http://127.0.0.1:{gated.port + 1}", "Cookie": cookie}
+    assert websocket_status(gated.port, other_port) == 403  # a page on another loopback port
+    assert websocket_status(gated.port, {**own, "Origin": "http://evil.example", "Cookie": cookie}) == 403
+    assert websocket_status(gated.port, {**own, "Host": "evil.example", "Origin": "http://evil.example",
+                                         "Cookie": cookie}) == 403
+
+
+class _Listener:
+    """A TCP listener on loopback that counts who connects (an HTTP proxy nobody should use)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.requests: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.requests.append(conn.recv(1024))
+                except OSError:
+                    self.requests.append(b"")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_a_foreign_origin_makes_no_outside_request(tmp_path):
+    """Streamlit's own origin check looks the machine's external IP up (checkip.amazonaws.com) for
+    an origin it does not know; the gate refuses such a request before that check runs. The
+    server's outside requests go to a proxy of the test's (``HTTP_PROXY``), which counts them."""
+    listener = _Listener()
+    try:
+        proxy = f"http://127.0.0.1:{listener.port}"
+        probe = subprocess.run([sys.executable, "-c", "import requests; requests.get('http://example.invalid/', "
+                                "timeout=3)"], env={**os.environ, "HTTP_PROXY": proxy, "NO_PROXY": ""},
+                               capture_output=True, timeout=60)
+        deadline = time.monotonic() + 10
+        while not listener.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listener.requests, f"the counting proxy saw nothing: {probe.stderr[-300:]!r}"  # it does count
+        listener.requests.clear()
+        env = {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy, "NO_PROXY": ""}
+        with running_app("--model", SAMPLE, env=env) as app:
+            cookie = sign_in(app)
+            for origin in ("http://evil.example", f"http://127.0.0.1:{app.port + 1}", "http://10.1.2.3:8501"):
+                headers = {"Host": f"127.0.0.1:{app.port}", "Origin": origin, "Cookie": cookie}
+                assert websocket_status(app.port, headers) == 403
+                assert request(app, "/_stcore/host-config", headers)[0] == 403
+            time.sleep(2)  # Streamlit's lookup would have started by now (it times out after 1 s)
+        assert listener.requests == []
+    finally:
+        listener.close()
+
+
+# -- another user of this machine ---------------------------------------------------------------------
+INTRUDER = "qnnlab-intruder"
+INTRUDER_SCRIPT = r"""
+import http.client, json, os, socket, sys
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+found = {}
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+conn.request("GET", "/")
+reply = conn.getresponse()
+found["page"] = [reply.status, "stApp" in reply.read().decode("utf-8", "replace")]
+sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+sock.sendall(("GET /_stcore/stream HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+              "Sec-WebSocket-Protocol: streamlit\r\n\r\n" % port).encode())
+found["websocket"] = int(sock.recv(1024).split(b" ")[1])
+for name in ("environ", "cmdline"):
+    try:
+        with open("/proc/%d/%s" % (pid, name), "rb") as handle:
+            found[name] = handle.read().decode("latin-1")
+    except OSError as exc:
+        found[name] = "refused: " + type(exc).__name__
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture
+def intruder():
+    """A second OS user, made for the test and removed after it."""
+    if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        pytest.skip("creating a second OS user needs root, useradd and runuser")
+    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(INTRUDER)
+    finally:
+        subprocess.run(["userdel", INTRUDER], capture_output=True)
+
+
+def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):
+    """Without ``QNN_LAB_TOKEN``, as ``make run`` starts it: the token exists only in the server's
+    memory and its terminal, so another user cannot read it from the process either."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "QNN_LAB_TOKEN"}
+    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+               "--server.fileWatcherType", "none", "--", "--model", SAMPLE]
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while "token=" not in log.read_text(errors="replace"):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.3)
+        token = log.read_text(errors="replace").split("token=", 1)[1].split()[0]
+        python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+        run = subprocess.run(["runuser", "-u", INTRUDER, "--", python, "-c", INTRUDER_SCRIPT, str(port),
+                              str(server.pid)], capture_output=True, text=True, timeout=120, cwd="/")
+        assert run.returncode == 0, run.stderr
+        found = json.loads(run.stdout)
+        assert found["page"] == [401, False]
+        assert found["websocket"] == 403
+        assert found["environ"].startswith("refused")
+        assert token not in found["cmdline"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
+# -- in a browser ----------------------------------------------------------------------------------
+EVIL_PAGE = """<!doctype html><script>
+window.result = new Promise(done => {
+  const ws = new WebSocket("ws://127.0.0.1:%(port)d/_stcore/stream", "streamlit");
+  ws.onopen = () => done("opened");
+  ws.onerror = () => done("refused");
+});
+window.fetched = fetch("http://127.0.0.1:%(port)d/", {credentials: "include"})
+  .then(r => r.text()).then(t => "read " + t.length, e => "blocked");
+</script>"""
+
+
+def test_a_page_on_another_loopback_port_cannot_drive_a_signed_in_dashboard(gated, tmp_path):
+    """The operator's own browser, signed in: a page served from another loopback port (another
+    user's server, a dev server) opens the websocket (that is how the Netron URL and everything
+    else travel) and reads the dashboard's page, with the operator's cookie sent along."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "index.html").write_text(EVIL_PAGE % {"port": gated.port})
+    evil_port = free_port()
+    evil = subprocess.Popen([sys.executable, "-m", "http.server", str(evil_port), "--bind", "127.0.0.1"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                page = browser.new_page()
+                gated.open(page)
+                page.wait_for_selector('[data-testid="stApp"]', timeout=90_000)
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        page.goto(f"http://127.0.0.1:{evil_port}/", timeout=10_000)
+                        break
+                    except Exception:  # noqa: BLE001 - the page server is still starting
+                        assert time.monotonic() < deadline, "the other port's page server did not start"
+                        time.sleep(0.3)
+                assert page.evaluate("window.result") == "refused"
+                assert page.evaluate("window.fetched") == "blocked"
+            finally:
+                browser.close()
+    finally:
+        evil.terminate()
+        evil.wait(timeout=10)
+
+
+def test_dns_rebinding_in_a_browser_gets_nothing(gated):
+    """A host name that resolves to 127.0.0.1 (Chromium's resolver told so): the page answers 421,
+    even to the token."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw, extra_args=["--host-resolver-rules=MAP evil.example 127.0.0.1"])
+        try:
+            page = browser.new_page()
+            response = page.goto(f"http://evil.example:{gated.port}/?token={gated.token}")
+            assert response.status == 421
+            assert "stApp" not in page.content()
+        finally:
+            browser.close()
+
+
+def test_a_page_served_without_the_gate_refuses_to_draw(tmp_path):
+    """``streamlit run pages/overview.py`` bypasses app.py and so the gate: the page says so and
+    draws nothing else (no model, no picker)."""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    log = tmp_path / "server.log"
+    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "pages" / "overview.py"), "--server.port",
+               str(port), "--server.fileWatcherType", "none", "--", "--model", SAMPLE]
+    with open(log, "wb") as out:
+        server = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while b"URL" not in log.read_bytes():
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.3)
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.get_by_text("served without the dashboard's sign-in gate").wait_for(timeout=90_000)
+                assert page.get_by_text("CNN image classifier").count() == 0
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
