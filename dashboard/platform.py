@@ -13,10 +13,12 @@ tested on any host.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
 import tempfile
+import threading
 import uuid
 
 WINDOWS = os.name == "nt"
@@ -138,6 +140,56 @@ def raise_on_termination() -> None:
 
 
 TERMINATION_EXIT = {"SIGTERM": 143, "SIGHUP": 129, "SIGBREAK": 149}  # 128 + signal number, as shells report
+
+
+# -- the end of a server ------------------------------------------------------------------------------
+_exit_hooks: list = []
+_exit_lock = threading.Lock()
+
+
+def on_exit(hook) -> None:
+    """Run ``hook`` once, at interpreter exit or when the web server stops, whichever comes first.
+    Why both: the dashboard's web server (uvicorn, under ``st.App``) shuts down gracefully on
+    SIGTERM but then re-raises the signal with its default action, which ends the process without
+    running ``atexit`` handlers (``weakref.finalize`` included). So the cleanup a server owes
+    (stop its workers, remove its uploads) is registered here, and the server's shutdown runs it
+    (``run_exit_hooks``). A hook may be a ``weakref.finalize``: a dead one is dropped."""
+    with _exit_lock:
+        _exit_hooks[:] = [h for h in _exit_hooks if getattr(h, "alive", True)]
+        _exit_hooks.append(hook)
+
+
+def run_exit_hooks() -> None:
+    """Run every registered hook, newest first; one that fails does not stop the others."""
+    while True:
+        with _exit_lock:
+            if not _exit_hooks:
+                return
+            hook = _exit_hooks.pop()
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - the rest of the cleanup must still run
+            pass
+
+
+atexit.register(run_exit_hooks)
+
+
+def relay_hangup_as_termination() -> None:
+    """Treat SIGHUP (the terminal that started the server closed) like SIGTERM: whatever handles
+    SIGTERM when the signal comes (uvicorn's graceful shutdown) handles it too. POSIX only;
+    Windows has no SIGHUP."""
+    if WINDOWS:
+        return
+
+    def handler(signum: int, frame) -> None:
+        current = signal.getsignal(signal.SIGTERM)
+        if callable(current):
+            current(signal.SIGTERM, frame)
+        else:
+            raise Terminated("SIGHUP")
+
+    signal.signal(signal.SIGHUP, handler)
 
 
 # -- files ------------------------------------------------------------------------------------------

@@ -18,6 +18,17 @@ ROOT = Path(__file__).resolve().parent.parent
 APP_TIMEOUT = 60.0  # seconds per AppTest run; generous for a shared 2-core machine
 
 
+@pytest.fixture(autouse=True)
+def _operator_config_per_test():
+    """Each test reads the operator's config (``dashboard.access``) afresh: one that sets
+    ``QNN_LAB_*`` variables with monkeypatch leaves nothing behind for the next."""
+    from dashboard import access
+
+    access.reload()
+    yield
+    access.reload()
+
+
 @pytest.fixture
 def app(monkeypatch):
     """Factory: ``app("--model", path)`` -> an AppTest of app.py (not yet run). Streamlit is

@@ -126,8 +126,15 @@ def test_weights_split_embedded_and_external(app, tmp_path):
     ("https://10.1.2.3:9000/sub/", "10.1.2.3"),
     ("http://[fd00::5]:8501/", "[fd00::5]"),
     ("http://[::1]:8501/", "127.0.0.1"),
+    ("http://rebound.example:8501/", "localhost"),  # a name the operator did not allow: never echoed
 ])
-def test_netron_url_uses_the_browsers_host_and_serves_the_model(app, server_url, expected_host):
+def test_netron_url_uses_the_browsers_host_and_serves_the_model(app, server_url, expected_host, monkeypatch):
+    """The browser's host when the dashboard answers to it (loopback, or the operator's
+    ``allowed_hosts``), else localhost."""
+    from dashboard import access
+
+    monkeypatch.setenv("QNN_LAB_ALLOWED_HOSTS", "lab.example,10.1.2.3,fd00::5")
+    access.reload()
     path = sample_path("cnn_classifier.onnx")
     at = overview(app, path, url=server_url)
     src = iframe_src(at)

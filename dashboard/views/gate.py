@@ -35,7 +35,7 @@ import sys
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from dashboard import access
+from dashboard import access, platform
 from dashboard.errors import UserError
 from dashboard.printable import plain
 
@@ -214,5 +214,9 @@ async def lifespan(_app):
     if missing:
         print(f"warning: server.allowedHosts lacks {', '.join(missing)}: Streamlit will refuse their websockets; "
               "add them to it as well", file=sys.stderr, flush=True)
-    yield
+    platform.relay_hangup_as_termination()
+    try:
+        yield
+    finally:
+        platform.run_exit_hooks()  # the process may end by a re-raised SIGTERM, without atexit
 
