@@ -55,7 +55,7 @@ def first_draw(path: Path) -> float:
         browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1100})
-            page.goto(app.url)
+            app.open(page)
             wait_for_idle(page, timeout=300)
             button = page.locator('[data-testid="stButtonGroup"]').get_by_text("Model Explorer", exact=True)
             start = time.perf_counter()

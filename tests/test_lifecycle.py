@@ -106,3 +106,31 @@ def test_closing_the_browser_stops_the_session_s_worker_mid_compile(tmp_path):
             assert response.read().strip() == b"ok"
     assert wait_for(lambda: not list((tmp_path / "tmp").glob("qbl-partition-*")), 10)
     print(f"worker stopped {stopped_after:.1f} s after the browser closed")
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signalled_server_stops_its_sessions_workers(tmp_path, how):
+    """SIGTERM or SIGHUP (its terminal closed) to the web server while a session's worker compiles:
+    the worker must not outlive the server, whatever path the server's end takes (a graceful
+    shutdown that releases the sessions, or the worker noticing its pipe close)."""
+    from e2e_helpers import launch_chromium, require_chromium, running_app
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()
+    model = tmp_path / "decoder_4k.onnx"
+    onnx.save(build_decoder(4000), model)
+    mark, env = marked_env(tmp_path)
+    with running_app("--model", str(model), env={k: env[k] for k in (MARK, "TMPDIR", "QNN_LAB_CACHE")}) as app, \
+            sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page()
+            app.open(page, "partitions")
+            page.get_by_text("creating the HTP session").first.wait_for(timeout=120_000)
+            workers = [p for p in processes_with_env(MARK, mark) if p != app.process.pid]
+            assert workers, "the page started no worker"
+            app.process.send_signal(how)
+            app.process.wait(timeout=60)
+        finally:
+            browser.close()
+    assert wait_for(lambda: not any(alive(pid) for pid in workers), 15), "a worker outlived the server"

@@ -332,3 +332,38 @@ def test_server_keeps_one_copy_of_an_upload_not_two_per_upload(tmp_path):
     assert stored == []  # the stopped server removed what its sessions held
     assert held[-1] < 1.5 * size_mb, held  # one copy (Streamlit's), not two per upload
     assert held[-1] - held[0] < 0.5 * size_mb, held  # and it does not add up
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGHUP"])
+def test_a_signalled_server_removes_the_uploads_its_sessions_hold(tmp_path, how):
+    """The web server (uvicorn, under ``st.App``) re-raises SIGTERM with its default action once
+    it has shut down, which skips ``atexit`` (and so ``weakref.finalize``), and does not handle
+    SIGHUP at all: the gate's shutdown runs the exit hooks, and relays SIGHUP to the graceful
+    shutdown, so an upload a session holds is still removed."""
+    import signal
+
+    from e2e_helpers import launch_chromium, require_chromium, running_app, wait_for_idle
+
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path / "uploads"
+    with running_app("--model", "samples/cnn_classifier.onnx", env={uploads.ENV_DIR: str(root)}) as app, \
+            sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            app.open(page)
+            wait_for_idle(page)
+            page.locator('[data-testid="stSidebar"] [data-testid="stButtonGroup"]').get_by_text(
+                "Upload", exact=True).click()
+            wait_for_idle(page)
+            page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(
+                str(sample_path("text_encoder.onnx")))
+            wait_for_idle(page, timeout=180)
+            assert list(root.glob("*/model.onnx")), "the upload was not stored"
+            app.process.send_signal(getattr(signal, how))
+            app.process.wait(timeout=60)
+        finally:
+            browser.close()
+    assert list(root.glob("*/model.onnx")) == []

@@ -12,7 +12,8 @@ holds it); every lease of a digest in this process shares one open descriptor wi
 ``flock`` on the file, so other dashboard processes of the same user see it in use too. When the
 last lease of a digest is garbage-collected (its session closed, or it moved on to another model)
 the file is removed, unless another process still holds it. ``weakref.finalize`` also runs at
-interpreter exit, so a stopped server leaves nothing behind; files of a killed one are orphans,
+interpreter exit and when the web server stops (``platform.on_exit``), so a stopped server leaves
+nothing behind; files of a killed one are orphans,
 removed least recently used first whenever a new upload needs room under the quota
 (``QNN_LAB_UPLOAD_QUOTA``, bytes with an optional K/M/G suffix, default 4G). Files in use are
 never removed: an upload that does not fit next to them is refused.
@@ -120,7 +121,7 @@ def _lease(root: Path, key: str, staging: Path) -> Lease:
     _held[entry] = (fd, count + 1)
     os.utime(entry)  # last use, for the least-recently-used order
     lease = Lease(target, key, os.fstat(fd).st_size)
-    weakref.finalize(lease, _release, entry)
+    platform.on_exit(weakref.finalize(lease, _release, entry))  # a web server's stop may skip atexit
     return lease
 
 

@@ -182,6 +182,7 @@ class WorkerClient:
         self._proc, self._stopped = proc, None
         self._lines = queue.Queue()
         self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE)
+        platform.on_exit(self._finalizer)  # a web server's stop may skip atexit
         group = _OWNER.get()
         if group is not None:
             group.add(self)
@@ -206,6 +207,7 @@ class WorkerClient:
         if spare._finalizer is not None:
             spare._finalizer.detach()
         self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE)
+        platform.on_exit(self._finalizer)
         group = _OWNER.get()
         if group is not None:
             group.add(self)
