@@ -83,7 +83,7 @@ class Gate:
         given = next((v for k, v in query if k == "token"), None)
         path = scope.get("path", "/")
         if given is not None:
-            if keeper.accepts(given):
+            if await _check(keeper, given):
                 rest = urlencode([(k, v) for k, v in query if k != "token"])
                 await _redirect(send, path + ("?" + rest if rest else ""), keeper.cookie_header())
                 return
@@ -92,7 +92,7 @@ class Gate:
             return
         if path == LOGIN_PATH and scope.get("method") == "POST":
             form = await _read_form(receive)
-            if form is not None and keeper.accepts(form.get("secret", "")):
+            if form is not None and await _check(keeper, form.get("secret", "")):
                 target = form.get("next", "/")
                 await _redirect(send, target if _local_target(target) else "/", keeper.cookie_header())
                 return
@@ -102,6 +102,16 @@ class Gate:
             return
         target = path + (("?" + scope["query_string"].decode("latin-1")) if scope.get("query_string") else "")
         await _login_page(send, keeper, None, status=401, next_path=target)
+
+
+_checks = asyncio.Semaphore(2)
+
+
+async def _check(keeper: access.Gatekeeper, secret: str) -> bool:
+    """``keeper.accepts`` off the event loop (a password costs ~50 ms of scrypt) and two at a
+    time, so a flood of sign-in attempts neither stalls the pages nor takes every core."""
+    async with _checks:
+        return await asyncio.to_thread(keeper.accepts, secret)
 
 
 def same_origin(origin: str, host: str, scope) -> bool:
