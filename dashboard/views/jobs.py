@@ -6,7 +6,8 @@ background thread that never touches Streamlit: it only records the latest progr
 sent. The job lives in ``st.session_state`` under a slot name, so every rerun finds it; the page
 shows a running job with ``show``, an ``st.fragment`` that redraws itself every ``POLL_S`` with
 the step and the time elapsed, and a Cancel button whose callback stops the job's worker process
-(``Cancellation.cancel``). When the job ends, the fragment reruns the whole page, which reads the
+(``Cancellation.cancel``: at any moment, also while the worker starts or its ssh connects, and
+without blocking the server thread the callback runs on). When the job ends, the fragment reruns the whole page, which reads the
 outcome (``Job.result``, ``Job.error`` or ``Job.cancelled``).
 """
 
