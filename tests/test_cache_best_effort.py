@@ -156,3 +156,29 @@ def test_a_full_cache_disk_keeps_the_partition_result(tmp_path):
                         "results are still returned, uncached"]
     assert left == [] and entries == []  # no .part-*, no empty entry, no empty gpu_probe.json
     print(done.stdout[-600:])
+
+
+PAGE = """
+from dashboard.views import state
+if state.current_model() is None:
+    state.select({path!r}, "test model", "path")
+from dashboard.views.partitions import render
+render()
+"""
+
+
+def test_a_full_cache_disk_keeps_the_result_on_the_partitions_page(tmp_path, monkeypatch):
+    """The dashboard's path: the page's background job finishes its analysis and shows it,
+    instead of "internal error (OSError: [Errno 28] No space left on device)"."""
+    from page_jobs import settle
+    from streamlit.testing.v1 import AppTest
+
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    with full_tmpfs(tmp_path / "full") as disk:
+        monkeypatch.setenv("QNN_LAB_CACHE", str(disk))
+        at = settle(AppTest.from_string(PAGE.format(path=str(model)), default_timeout=300))
+        left = leftovers(disk / "partitions")
+    job = at.session_state["partition_job"]
+    assert job.error is None and job.result is not None and not at.error
+    assert any(s.value == "2 node(s) keep the model off the NPU" for s in at.subheader)
+    assert left == []
