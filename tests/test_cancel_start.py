@@ -219,3 +219,37 @@ def test_the_partitions_page_cancel_ends_a_worker_stopped_in_start(tmp_path):
     assert any("Cancelled after" in i.value for i in at.info) and not at.error
     assert took < BOUND_S, f"the worker lived {took:.2f} s after Cancel"
     print(f"page Cancel: worker gone {took:.2f} s after the click")
+
+
+def test_cancel_ends_a_stopped_worker_while_a_model_chunk_is_being_written_to_it():
+    """Sending a model to a device writes 4 MB requests; a worker that stops reading (here it
+    stops itself right after greeting) leaves the write blocked, holding the pipe's lock. Cancel
+    must not wait for that lock before it kills the worker."""
+    from dashboard.messages import ModelChunk
+    from dashboard.runtime.client import WorkerError
+    from fake_workers import fake_worker
+
+    group, failures = WorkerGroup(grace=0.5), []
+    with group.current():
+        worker = WorkerClient(fake_worker("import signal\nos.kill(os.getpid(), signal.SIGSTOP)\n")).start()
+    pid = worker.pid
+    assert wait_for(lambda: stopped(pid), 30)
+    chunk = ModelChunk("0" * 32, "model.onnx", 0, "A" * (8 << 20), True)  # far more than a pipe holds
+
+    def send() -> None:
+        try:
+            worker.call("put_model", chunk, timeout=600)
+        except WorkerError as exc:
+            failures.append(str(exc))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    time.sleep(1)  # the write is blocked on the full pipe now
+    assert sender.is_alive()
+    pressed = time.monotonic()
+    group.close("the analysis was cancelled")
+    assert gone_within(pid, 30)
+    took = time.monotonic() - pressed
+    sender.join(30)
+    assert not sender.is_alive() and len(failures) == 1 and "the analysis was cancelled" in failures[0]
+    assert took < BOUND_S, f"the worker lived {took:.2f} s after Cancel"
