@@ -3,15 +3,15 @@
 Layout: ``<root>/<digest>/model.onnx``, where ``root`` is a folder private to the server's user,
 created 0700 and refused if it is a symlink, another user's, or readable by others. Which folder:
 ``QNN_LAB_UPLOAD_DIR`` when set (refused, with the reason, if it fails those checks); else
-``~/.cache/qnn-backend-lab/uploads``, in the user's home, where no other user can create
-anything; else (no usable home, or a folder there failing the checks) a folder with a random
-name made by ``tempfile.mkdtemp`` for this process. Why not a fixed name in the shared temp
-folder (``<tmp>/qnn-backend-lab-uploads-<uid>``, as before): any user could create it first, and
-every upload was then refused until it was removed. Why not ``$XDG_RUNTIME_DIR``: it is usually
-a RAM-backed tmpfs of a tenth of the memory, and uploads of gigabytes there would take the
-server's memory and fail for room. The digest is ``file_digest``'s, computed while the upload is written, so the same file
-uploaded under two names is stored once; each digest has its own folder so an uploaded model's
-external-data references can only ever point into its own folder.
+``~/.cache/qnn-backend-lab/uploads``, in the user's home, where no other user can create anything;
+else (no usable home, or a folder there failing the checks) a folder with a random name made by
+``tempfile.mkdtemp`` for this process. Why not a fixed name in the shared temp folder
+(``<tmp>/qnn-backend-lab-uploads-<uid>``, as before): any user could create it first, and every
+upload was then refused until it was removed. Why not ``$XDG_RUNTIME_DIR``: it is usually a
+RAM-backed tmpfs of a tenth of the memory, and uploads of gigabytes there would take the server's
+memory and fail for room. The digest is ``file_digest``'s, computed while the upload is written, so
+the same file uploaded under two names is stored once; each digest has its own folder so an uploaded
+model's external-data references can only ever point into its own folder.
 
 Who uses a file: a ``Lease``. A session keeps the lease of the model it shows (``st.session_state``
 holds it); every lease of a digest in this process shares one open descriptor with a shared

@@ -6,14 +6,15 @@ events to a callback, and turns every way a worker can fail into a ``WorkerError
 a user can read: the runtime's own message, a timeout, the signal or exception code that killed
 the process, or what ssh said when it could not connect.
 
-No worker outlives its client. ``close`` (and leaving the ``with`` block, however it is left)
-closes the worker's stdin, which makes it exit at once even in the middle of a request (its stdin
+No worker outlives its client. ``close`` (and leaving the ``with`` block, however it is left) closes
+the worker's stdin, which makes it exit at once even in the middle of a request (its stdin
 watchdog), waits ``STOP_GRACE`` seconds, then kills its process group; a timeout, a crash and a
 malformed reply all end that way. A client that is never closed is stopped when it is garbage
 collected or the process exits (``weakref.finalize``). Workers started while a ``WorkerGroup`` is
 current are also stopped together when the group closes (a Streamlit session's, when the browser
-session ends; a job's, when its Cancel is pressed), at any moment, also while they start. If the client process is killed outright, the worker sees its stdin close and exits
-by itself; a remote worker sees the same when its SSH connection drops.
+session ends; a job's, when its Cancel is pressed), at any moment, also while they start. If the
+client process is killed outright, the worker sees its stdin close and exits by itself; a remote
+worker sees the same when its SSH connection drops.
 """
 
 from __future__ import annotations
