@@ -329,3 +329,27 @@ def children_cpu_seconds() -> float | None:
 
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+# -- cache entries and private folders (issue 14) -----------------------------------------------------
+def open_regular(path: str | os.PathLike) -> int:
+    """A read-only descriptor of the regular file at ``path``; ``OSError`` for anything else.
+
+    Why: a cache entry replaced by a FIFO would block a plain ``open`` until a writer comes (a
+    hang), a directory raises late, and a symlink could point anywhere. POSIX opens without
+    following a symlink and without blocking (``O_NONBLOCK`` only matters for FIFOs and devices;
+    reads of a regular file ignore it), then checks the kind on the open descriptor itself, so
+    nothing can be swapped in between. Windows has no FIFOs at a path: a symlink is refused
+    first."""
+    if WINDOWS:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a symlink")
+        fd = os.open(path, os.O_RDONLY | os.O_BINARY)
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd

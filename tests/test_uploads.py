@@ -9,9 +9,13 @@ from __future__ import annotations
 import gc
 import io
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -50,8 +54,72 @@ def test_folder_is_created_private(upload_dir):
 
 def test_default_folder_is_per_user(monkeypatch, tmp_path):
     monkeypatch.delenv(uploads.ENV_DIR)
-    monkeypatch.setattr(uploads.tempfile, "gettempdir", lambda: str(tmp_path))
-    assert uploads.upload_root() == tmp_path / f"qnn-backend-lab-uploads-{os.getuid()}"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    root = uploads.upload_root()
+    assert root == tmp_path / "home" / ".cache" / "qnn-backend-lab" / "uploads"
+    assert (os.stat(root).st_mode & 0o777) == 0o700 and store(b"model").path.parent.parent == root
+
+
+def test_without_a_usable_home_uploads_go_to_a_random_private_folder_kept_for_the_process(monkeypatch, tmp_path):
+    monkeypatch.delenv(uploads.ENV_DIR)
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path / "not-a-folder"))  # its .cache cannot be created
+    monkeypatch.setattr(uploads.tempfile, "tempdir", str(tmp_path))
+    first, second = store(b"one"), store(b"two")
+    root = first.path.parent.parent
+    assert root.parent == tmp_path and root.name.startswith("qnn-backend-lab-uploads-")
+    assert root.name != f"qnn-backend-lab-uploads-{os.getuid()}" and second.path.parent.parent == root
+    assert (os.stat(root).st_mode & 0o777) == 0o700
+
+
+@pytest.fixture(scope="module")
+def other_user():
+    """A second OS account, created for these tests and deleted after them (root only)."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("creating a second OS user needs root and useradd")
+    name = f"qbl{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"useradd is not permitted here: {made.stderr.strip()}")
+    try:
+        yield name, pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+
+
+def test_a_folder_another_user_made_at_the_old_fixed_path_does_not_stop_uploads(monkeypatch, tmp_path, other_user):
+    """The old default, ``<tmp>/qnn-backend-lab-uploads-<uid>``, made first by another account
+    (as that account, in a shared sticky temp folder) used to refuse every upload."""
+    name, uid = other_user
+    monkeypatch.delenv(uploads.ENV_DIR)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    shared = Path(tempfile.mkdtemp(prefix="qbl-shared-tmp-", dir="/tmp"))  # reachable by the other user
+    try:
+        shared.chmod(0o1777)
+        monkeypatch.setattr(uploads.tempfile, "tempdir", str(shared))
+        planted = shared / f"qnn-backend-lab-uploads-{os.getuid()}"
+        subprocess.run(["runuser", "-u", name, "--", "mkdir", "-m", "0777", str(planted)], check=True)
+        assert planted.stat().st_uid == uid
+        lease = store(b"model bytes")
+        assert lease.path.read_bytes() == b"model bytes"
+        assert lease.path.parent.parent == tmp_path / "home" / ".cache" / "qnn-backend-lab" / "uploads"
+        assert list(planted.iterdir()) == []  # nothing went to the other user's folder
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_another_user_s_folder_at_the_home_path_is_not_used(monkeypatch, tmp_path, other_user):
+    _, uid = other_user
+    monkeypatch.delenv(uploads.ENV_DIR)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    foreign = tmp_path / "home" / ".cache" / "qnn-backend-lab" / "uploads"
+    foreign.mkdir(parents=True, mode=0o700)
+    os.chown(foreign, uid, -1)
+    lease = store(b"model bytes")
+    root = lease.path.parent.parent  # this process's random folder (made here, or by an earlier upload)
+    assert root != foreign and root.name.startswith("qnn-backend-lab-uploads-")
+    assert root.stat().st_uid == os.getuid() and (root.stat().st_mode & 0o777) == 0o700
+    assert list(foreign.iterdir()) == []
 
 
 def test_planted_symlink_is_refused_and_nothing_is_written_through_it(upload_dir, tmp_path):

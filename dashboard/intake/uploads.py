@@ -1,11 +1,17 @@
 """Uploaded models on the server: private, one copy per content, bounded, gone with their sessions.
 
-Layout: ``<root>/<digest>/model.onnx``, where ``root`` is a folder private to the server's user
-(``QNN_LAB_UPLOAD_DIR``, else ``<tmp>/qnn-backend-lab-uploads-<uid>``), created 0700 and refused
-if it is a symlink, another user's, or readable by others (a folder at a fixed shared path can be
-planted). The digest is ``file_digest``'s, computed while the upload is written, so the same file
-uploaded under two names is stored once; each digest has its own folder so an uploaded model's
-external-data references can only ever point into its own folder.
+Layout: ``<root>/<digest>/model.onnx``, where ``root`` is a folder private to the server's user,
+created 0700 and refused if it is a symlink, another user's, or readable by others. Which folder:
+``QNN_LAB_UPLOAD_DIR`` when set (refused, with the reason, if it fails those checks); else
+``~/.cache/qnn-backend-lab/uploads``, in the user's home, where no other user can create anything;
+else (no usable home, or a folder there failing the checks) a folder with a random name made by
+``tempfile.mkdtemp`` for this process. Why not a fixed name in the shared temp folder
+(``<tmp>/qnn-backend-lab-uploads-<uid>``, as before): any user could create it first, and every
+upload was then refused until it was removed. Why not ``$XDG_RUNTIME_DIR``: it is usually a
+RAM-backed tmpfs of a tenth of the memory, and uploads of gigabytes there would take the server's
+memory and fail for room. The digest is ``file_digest``'s, computed while the upload is written, so
+the same file uploaded under two names is stored once; each digest has its own folder so an uploaded
+model's external-data references can only ever point into its own folder.
 
 Who uses a file: a ``Lease``. A session keeps the lease of the model it shows (``st.session_state``
 holds it); every lease of a digest in this process shares one open descriptor with a shared
@@ -49,20 +55,59 @@ _held: dict[Path, tuple[int, int]] = {}  # upload folder -> (descriptor holding 
 
 def upload_root() -> Path:
     """The private upload folder, created if needed (0700, never through a symlink)."""
-    root = Path(os.environ.get(ENV_DIR) or Path(tempfile.gettempdir()) / f"qnn-backend-lab-uploads-{platform.user_tag()}")
-    root.parent.mkdir(parents=True, exist_ok=True)
+    configured = os.environ.get(ENV_DIR)
+    if configured:
+        root = Path(configured)
+        problem = _make_private(root)
+        if problem:
+            raise UserError(f"upload folder {root} {problem}: refusing to store uploads there; remove it or set "
+                            f"{ENV_DIR} to a private folder")
+        return root
+    root = _home_folder()
+    if root is not None and _make_private(root) is None:
+        return root
+    return _random_folder()
+
+
+def _home_folder() -> Path | None:
+    """``~/.cache/qnn-backend-lab/uploads``, or None without a home (a service account)."""
     try:
+        return Path.home() / ".cache" / "qnn-backend-lab" / "uploads"
+    except (KeyError, RuntimeError):
+        return None
+
+
+_random_root: list[Path] = []  # this process's ``mkdtemp`` folder, once made
+
+
+def _random_folder() -> Path:
+    """A private folder of this process with a name nobody can guess (``tempfile.mkdtemp``: made
+    0700 by this call, so nobody can have made it first), kept for the process's later uploads."""
+    with _lock:
+        if not _random_root or _make_private(_random_root[0]) is not None:
+            _random_root[:] = [Path(tempfile.mkdtemp(prefix="qnn-backend-lab-uploads-"))]
+        return _random_root[0]
+
+
+def _make_private(root: Path) -> str | None:
+    """Create ``root`` (0700) unless it exists; why it cannot hold uploads, or None when it can."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
         os.mkdir(root, 0o700)  # never follows a symlink planted at ``root``: that is "file exists"
     except FileExistsError:
         pass
+    except OSError as exc:
+        return f"cannot be created ({exc.strerror or exc})"
     info = os.lstat(root)
-    problem = ("is a symlink" if stat.S_ISLNK(info.st_mode) else "is not a folder" if not stat.S_ISDIR(info.st_mode)
-               else platform.foreign_owner(info) if platform.foreign_owner(info)
-               else f"is open to other users (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o077 else None)
-    if problem:
-        raise UserError(f"upload folder {root} {problem}: refusing to store uploads there; remove it or set "
-                        f"{ENV_DIR} to a private folder")
-    return root
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symlink"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a folder"
+    if platform.foreign_owner(info):
+        return platform.foreign_owner(info)
+    if info.st_mode & 0o077:
+        return f"is open to other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
 
 
 def quota() -> int:

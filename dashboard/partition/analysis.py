@@ -33,12 +33,12 @@ from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
 from dashboard.runtime import qnn_options
+from dashboard.runtime.client import WorkerGroup
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
 
 if TYPE_CHECKING:
-    from dashboard.runtime.client import WorkerClient
     from dashboard.runtime.devices import Device
 
 BACKENDS = ("htp", "gpu")
@@ -106,28 +106,35 @@ class Cancelled(UserError):
 CANCELLED = "the analysis was cancelled"
 
 
+CANCEL_GRACE = 0.5  # seconds a cancelled worker gets to exit by itself (and remove its scratch) before it is killed
+
+
 class Cancellation:
-    """Lets another thread stop a running ``analyze``: ``cancel()`` stops the worker the analysis
-    is waiting on (``WorkerClient.close``: the worker exits at once, even mid-compile, and is killed
-    if it does not), and ``analyze`` then raises ``Cancelled`` instead of reporting a crash.
-    Thread-safe; cancelling before the worker starts stops it as it starts."""
+    """Lets another thread stop a running ``analyze``: ``cancel()`` stops every worker started
+    inside ``watching`` (a ``WorkerGroup``: the worker exits at once when its stdin closes, even
+    mid-compile, and is killed within ``CANCEL_GRACE`` if it does not, e.g. a stopped one), and
+    ``analyze`` then raises ``Cancelled`` instead of reporting a crash. Why a group and not the
+    started client: a worker joins it the moment its process exists, so a Cancel pressed while
+    it starts (a local import, an ssh connection, a worker that never greets) stops it too
+    instead of waiting out the start timeout; one started after the Cancel is stopped at once.
+    Thread-safe, and ``cancel`` never blocks (the page's button callback calls it)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._worker: WorkerClient | None = None
+        self._workers = WorkerGroup(grace=CANCEL_GRACE)
         self.cancelled = False
 
-    def bind(self, worker: WorkerClient) -> None:
-        with self._lock:
-            self._worker = worker
-            if self.cancelled:
-                worker.close(reason=CANCELLED)
+    def watching(self):
+        """A context manager: workers started in the block are the ones ``cancel`` stops."""
+        return self._workers.current()
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running workers a ``cancel`` would stop."""
+        return self._workers.pids
 
     def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            if self._worker is not None:
-                self._worker.close(reason=CANCELLED)
+        self.cancelled = True
+        self._workers.close(CANCELLED)
 
     def check(self) -> None:
         if self.cancelled:
@@ -343,8 +350,12 @@ def _run_worker(device: Device, path: str, digest: str | None, args: PartitionAr
     from dashboard.runtime.client import WorkerError
 
     cancel.check()
-    worker = device.connect()
-    cancel.bind(worker)
+    try:
+        with cancel.watching():
+            worker = device.connect()
+    except UserError:  # a worker stopped by Cancel while it started is not an unreachable device
+        cancel.check()
+        raise
     try:
         located = dataclasses.replace(args, path=worker.send_model(path, digest or "", on_event=emit))
         return worker.call("partition", located, timeout=timeout, on_event=emit), None

@@ -47,7 +47,7 @@ from dashboard.partition import cache, gpu_rules
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
 from dashboard.runtime import scratch
-from dashboard.serde import Record, dumps
+from dashboard.serde import Record
 
 QNN_EP = "QNNExecutionProvider"
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
@@ -396,10 +396,9 @@ def probe_gpu_cached() -> tuple[bool, str | None, str]:
     if known is not None and known.key == key and time.time() - known.at < PROBE_TTL_S:
         return known.ok, known.error, time.strftime("%Y-%m-%d %H:%M", time.localtime(known.at))
     result = probe_backend("gpu")
-    try:
-        path.write_text(dumps(GpuProbe(key, time.time(), result.ok, result.error)), encoding="utf-8")
-    except OSError:
-        pass  # an unwritable cache only costs the next probe
+    # Best-effort, like every cache write: a full or unwritable cache only costs the next probe,
+    # and leaves no empty or partial file behind.
+    cache.write_json(path, GpuProbe(key, time.time(), result.ok, result.error).to_json())
     return result.ok, result.error, "now"
 
 

@@ -6,14 +6,15 @@ events to a callback, and turns every way a worker can fail into a ``WorkerError
 a user can read: the runtime's own message, a timeout, the signal or exception code that killed
 the process, or what ssh said when it could not connect.
 
-No worker outlives its client. ``close`` (and leaving the ``with`` block, however it is left)
-closes the worker's stdin, which makes it exit at once even in the middle of a request (its stdin
+No worker outlives its client. ``close`` (and leaving the ``with`` block, however it is left) closes
+the worker's stdin, which makes it exit at once even in the middle of a request (its stdin
 watchdog), waits ``STOP_GRACE`` seconds, then kills its process group; a timeout, a crash and a
 malformed reply all end that way. A client that is never closed is stopped when it is garbage
 collected or the process exits (``weakref.finalize``). Workers started while a ``WorkerGroup`` is
 current are also stopped together when the group closes (a Streamlit session's, when the browser
-session ends). If the client process is killed outright, the worker sees its stdin close and exits
-by itself; a remote worker sees the same when its SSH connection drops.
+session ends; a job's, when its Cancel is pressed), at any moment, also while they start. If the
+client process is killed outright, the worker sees its stdin close and exits by itself; a remote
+worker sees the same when its SSH connection drops.
 """
 
 from __future__ import annotations
@@ -84,36 +85,51 @@ def _local_env() -> dict[str, str]:
 
 
 # -- ownership ------------------------------------------------------------------------------------
-_OWNER: contextvars.ContextVar["WorkerGroup | None"] = contextvars.ContextVar("worker_owner", default=None)
+# The groups current in this context, outermost first: a job's ``Cancellation`` group nests inside
+# the Streamlit session's, and a worker started there belongs to both.
+_OWNER: contextvars.ContextVar[tuple["WorkerGroup", ...]] = contextvars.ContextVar("worker_owner", default=())
 
 
 class WorkerGroup:
     """The workers started (in this thread) while the group is current, stopped together by
     ``close``. Why: a Streamlit session's script thread may be blocked inside a worker call when
     the browser session ends; Streamlit then releases the session's resources on another thread,
-    and this group is such a resource (``dashboard.views.frame``)."""
+    and this group is such a resource (``dashboard.views.frame``). A worker joins its groups the
+    moment its process exists, before it greets, so closing stops it at any point of its start;
+    one that starts after the close is stopped at once.
 
-    def __init__(self) -> None:
+    ``grace``: the seconds each worker gets to exit by itself once its stdin is closed, before it
+    is killed (a Cancel gives less than a session's end: a stopped or wedged worker must be gone
+    within a moment of the click)."""
+
+    def __init__(self, grace: float = STOP_GRACE) -> None:
         self._clients: weakref.WeakSet[WorkerClient] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self.grace = grace
+        self._closed: str | None = None  # the reason given to ``close``
 
     def make_current(self) -> None:
         """Workers this thread starts from now on belong to the group (a Streamlit script run
         calls this first; the next run calls it again)."""
-        _OWNER.set(self)
+        _OWNER.set((self,))
 
     @contextlib.contextmanager
     def current(self) -> Iterator["WorkerGroup"]:
-        """Workers started in the block belong to the group."""
-        token = _OWNER.set(self)
+        """Workers started in the block belong to the group, and to the groups already current."""
+        token = _OWNER.set(_OWNER.get() + (self,))
         try:
             yield self
         finally:
             _OWNER.reset(token)
 
     def add(self, client: "WorkerClient") -> None:
+        """Count ``client`` in; a group already closed stops it at once."""
         with self._lock:
-            self._clients.add(client)
+            reason = self._closed
+            if reason is None:
+                self._clients.add(client)
+        if reason is not None:
+            client.close(grace=0, reason=reason)
 
     @property
     def pids(self) -> list[int]:
@@ -122,13 +138,21 @@ class WorkerGroup:
             return [pid for pid in (c.pid for c in self._clients) if pid is not None]
 
     def close(self, reason: str = "its owner closed") -> None:
-        """Stop every worker of the group without blocking the caller (Streamlit runs release
-        hooks on its server thread): each is stopped on a thread of its own."""
+        """Stop every worker of the group, and any started later, without blocking the caller
+        (Streamlit runs release hooks and button callbacks on its server thread): each is stopped
+        on a thread of its own."""
         with self._lock:
             clients = list(self._clients)
             self._clients = weakref.WeakSet()
+            self._closed = reason
         for client in clients:
-            threading.Thread(target=client.close, kwargs={"reason": reason}, daemon=True).start()
+            threading.Thread(target=client.close, kwargs={"grace": self.grace, "reason": reason},
+                             daemon=True).start()
+
+
+def _join_groups(client: "WorkerClient") -> None:
+    for group in _OWNER.get():
+        group.add(client)
 
 
 # -- the client -------------------------------------------------------------------------------------
@@ -183,9 +207,7 @@ class WorkerClient:
         self._lines = queue.Queue()
         self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE)
         platform.on_exit(self._finalizer)  # a web server's stop may skip atexit
-        group = _OWNER.get()
-        if group is not None:
-            group.add(self)
+        _join_groups(self)
         # The pumps get the queue and the deque, not ``self``: a client nobody holds can be collected.
         threading.Thread(target=_pump_stdout, args=(proc.stdout, self._lines, self._stderr), daemon=True).start()
         self._stderr_thread = threading.Thread(target=_pump_stderr, args=(proc.stderr, self._stderr), daemon=True)
@@ -208,9 +230,7 @@ class WorkerClient:
             spare._finalizer.detach()
         self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE)
         platform.on_exit(self._finalizer)
-        group = _OWNER.get()
-        if group is not None:
-            group.add(self)
+        _join_groups(self)
         return True
 
     def _await_hello(self) -> None:
@@ -391,13 +411,25 @@ class WorkerClient:
 
 
 def _stop(proc: subprocess.Popen, grace: float) -> None:
-    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group."""
-    with contextlib.suppress(OSError, ValueError):
-        proc.stdin.close()
+    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group.
+
+    The stdin is closed on a thread of its own: while another thread is still writing a request
+    (a model chunk) to a worker that does not read (stopped, or busy in native code), the pipe's
+    lock is held until that write fails, which is only once the worker is killed."""
+    try:
+        threading.Thread(target=_close_quietly, args=(proc.stdin,), daemon=True).start()
+    except RuntimeError:  # at interpreter exit (``atexit``, finalizers) no thread starts: close it here
+        _close_quietly(proc.stdin)
     if grace > 0:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
     platform.kill_group(proc)
+
+
+def _close_quietly(stream: IO[bytes] | None) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        if stream is not None:
+            stream.close()
 
 
 def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:

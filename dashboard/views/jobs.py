@@ -1,13 +1,14 @@
 """Long analyses off the script thread: progress with the step and the time elapsed, and Cancel.
 
-Streamlit runs a page's script on one thread per session. An analysis run there (5 to 113 s on
-real models) blocks the page, so a Cancel button could never be pressed. A job instead runs on a
+Streamlit runs a page's script on one thread per session. An analysis run there (5 to 113 s on real
+models) blocks the page, so a Cancel button could never be pressed. A job instead runs on a
 background thread that never touches Streamlit: it only records the latest progress event it was
 sent. The job lives in ``st.session_state`` under a slot name, so every rerun finds it; the page
-shows a running job with ``show``, an ``st.fragment`` that redraws itself every ``POLL_S`` with
-the step and the time elapsed, and a Cancel button whose callback stops the job's worker process
-(``Cancellation.cancel``). When the job ends, the fragment reruns the whole page, which reads the
-outcome (``Job.result``, ``Job.error`` or ``Job.cancelled``).
+shows a running job with ``show``, an ``st.fragment`` that redraws itself every ``POLL_S`` with the
+step and the time elapsed, and a Cancel button whose callback stops the job's worker process
+(``Cancellation.cancel``: at any moment, also while the worker starts or its ssh connects, and
+without blocking the server thread the callback runs on). When the job ends, the fragment reruns the
+whole page, which reads the outcome (``Job.result``, ``Job.error`` or ``Job.cancelled``).
 """
 
 from __future__ import annotations

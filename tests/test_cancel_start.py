@@ -1,0 +1,255 @@
+"""Cancel at any moment, also while a worker starts (issue 14, item 5): a local worker that is
+stopped (SIGSTOP) before it greets, an ssh that hangs before the SSH handshake, and a remote
+worker over a real sshd that never greets. Each is a real process, found by its pid; Cancel ends
+it within 2 s and the analysis (or the page's job) reports cancelled, leaving no process behind.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import partition_models as pm
+import pytest
+from fake_workers import alive, gone_within, processes_with_env
+from page_jobs import settle
+from streamlit.testing.v1 import AppTest
+from test_devices_ssh import sshd  # noqa: F401 - the fixture: a real sshd on a free port
+
+from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze
+from dashboard.runtime.client import STOP_GRACE, WorkerClient, WorkerCrashed, WorkerGroup
+from dashboard.runtime.devices import Device
+
+pytestmark = pytest.mark.timeout(300)
+
+MARK = "QNN_LAB_CANCEL_MARK"
+BOUND_S = 2.0  # the issue's bound: Cancel ends the worker within 2 s
+# The worker stops itself before it greets: the moment the old cancel handle did not cover.
+STOPS_BEFORE_GREETING = "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n"
+
+
+@pytest.fixture(autouse=True)
+def _private(tmp_path, monkeypatch):
+    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, mark)  # every worker this test starts inherits it
+    yield mark
+    assert not processes_with_env(MARK, mark), "a process outlived its test"
+
+
+def wait_for(condition, seconds: float):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
+
+
+def stopped(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("State:") and "stopped" in line for line in status.splitlines())
+
+
+def analyze_on_thread(model: Path, device: Device, cancel: Cancellation) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["report"] = analyze(model, PartitionOptions(backends=("htp",)), device=device, timeout=600,
+                                        cancel=cancel)
+        except Cancelled as exc:
+            outcome["cancelled"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the test reports what it got instead
+            outcome["error"] = f"{type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def cancel_and_time(cancel: Cancellation, pid: int) -> float:
+    """Seconds from Cancel until ``pid`` is gone (polled with a deadline far above the bound)."""
+    pressed = time.monotonic()
+    cancel.cancel()
+    assert gone_within(pid, 30), f"the worker {pid} outlived Cancel"
+    return time.monotonic() - pressed
+
+
+def test_cancel_ends_a_local_worker_stopped_before_its_greeting_within_2_s(tmp_path):
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    cancel = Cancellation()
+    thread, outcome = analyze_on_thread(model, pm.worker_device(tmp_path, STOPS_BEFORE_GREETING), cancel)
+    pids = wait_for(lambda: [p for p in cancel.pids if stopped(p)], 60)
+    assert pids, "the worker never started (or never stopped itself)"
+    took = cancel_and_time(cancel, pids[0])
+    thread.join(30)
+    assert not thread.is_alive() and outcome == {"cancelled": "the analysis was cancelled"}
+    assert took < BOUND_S, f"the stopped worker lived {took:.2f} s after Cancel"
+    assert not [p for p in (tmp_path / "cache" / "partitions").glob("*.json") if p.name != "digests.json"]
+    print(f"stopped local worker gone {took:.2f} s after Cancel")
+
+
+def test_cancel_ends_an_ssh_that_hangs_before_the_handshake_within_2_s(tmp_path):
+    """A host that accepts the TCP connection and never speaks SSH: ssh waits its connect timeout
+    (here 60 s), and the old client added 60 s more for the greeting."""
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        device = Device.parse(f"ssh://nobody@127.0.0.1:{port}", connect_timeout=60, host_key="accept-new",
+                              known_hosts=str(tmp_path / "known_hosts"))
+        cancel = Cancellation()
+        thread, outcome = analyze_on_thread(model, device, cancel)
+        pids = wait_for(lambda: cancel.pids, 60)
+        assert pids, "ssh was never started"
+        time.sleep(0.5)  # ssh is connected and waits for a banner that never comes
+        assert alive(pids[0])
+        took = cancel_and_time(cancel, pids[0])
+        thread.join(30)
+    assert not thread.is_alive() and outcome == {"cancelled": "the analysis was cancelled"}
+    assert took < BOUND_S, f"ssh lived {took:.2f} s after Cancel"
+
+
+def fake_remote_checkout(folder: Path) -> Path:
+    """A ``workdir`` whose ``python -m dashboard.runtime.worker`` never greets and, like the real
+    worker's stdin watchdog, exits when its stdin closes (its SSH connection dropped)."""
+    package = folder / "dashboard" / "runtime"
+    package.mkdir(parents=True)
+    (folder / "dashboard" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "worker.py").write_text("import sys\nsys.stdin.buffer.read()\n")
+    return folder
+
+
+def test_cancel_ends_a_remote_worker_that_never_greets_within_2_s(sshd, tmp_path, _private):  # noqa: F811
+    model = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    device = Device.parse(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}", identity=str(sshd["key"]),
+                          python=sys.executable, workdir=str(fake_remote_checkout(tmp_path / "remote")),
+                          connect_timeout=10, env={MARK: _private}, host_key="accept-new",
+                          known_hosts=str(sshd["root"] / "known_hosts"))
+    cancel = Cancellation()
+    thread, outcome = analyze_on_thread(model, device, cancel)
+    ssh = wait_for(lambda: cancel.pids, 60)
+    assert ssh, "ssh was never started"
+    # The remote worker runs (a child of sshd, carrying the mark) and has not greeted.
+    remote = wait_for(lambda: [p for p in processes_with_env(MARK, _private)
+                               if Path(f"/proc/{p}/cmdline").read_bytes().find(b"dashboard.runtime.worker") >= 0
+                               and p not in ssh], 60)
+    assert remote, "the remote worker never started"
+    took = cancel_and_time(cancel, ssh[0])
+    thread.join(30)
+    assert not thread.is_alive() and outcome == {"cancelled": "the analysis was cancelled"}
+    assert took < BOUND_S, f"ssh lived {took:.2f} s after Cancel"
+    assert all(gone_within(pid, 15) for pid in remote), "the remote worker outlived its connection"
+    print(f"ssh gone {took:.2f} s after Cancel")
+
+
+def test_a_group_closed_before_a_worker_starts_stops_it_as_it_starts():
+    group = WorkerGroup(grace=0)
+    group.close("the analysis was cancelled")
+    with group.current(), pytest.raises(WorkerCrashed) as raised:
+        WorkerClient(label="local worker").start()
+    assert str(raised.value) == "the local worker was stopped during 'starting': the analysis was cancelled"
+    assert group.pids == []
+
+
+def test_a_session_closed_while_its_worker_is_stopped_in_start_ends_it():
+    """What a closed browser tab does (the session's ``WorkerGroup``), with the worker not yet
+    greeted: the waiting start fails with the reason, the worker is killed after the grace."""
+    session, failures = WorkerGroup(), []
+    argv = [sys.executable, "-c", STOPS_BEFORE_GREETING]
+
+    def start() -> None:
+        with session.current():
+            try:
+                WorkerClient(argv).start()
+            except WorkerCrashed as exc:
+                failures.append(str(exc))
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    pids = wait_for(lambda: [p for p in session.pids if stopped(p)], 60)
+    assert pids
+    session.close("the browser session ended")
+    assert gone_within(pids[0], STOP_GRACE + 30)
+    thread.join(30)
+    assert failures == ["the local worker was stopped during 'starting': the browser session ended"]
+
+
+PAGE = """
+from dashboard.views import state
+if state.current_model() is None:
+    state.select({path!r}, "test model", "path")
+from dashboard.views.partitions import render
+render()
+"""
+
+
+def test_the_partitions_page_cancel_ends_a_worker_stopped_in_start(tmp_path):
+    """The page's background job (``views.jobs``) on a device whose worker stops before it greets:
+    Cancel ends the process and the page says the analysis was cancelled."""
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    device = pm.worker_device(tmp_path, STOPS_BEFORE_GREETING)
+    at = AppTest.from_string(PAGE.format(path=str(path)), default_timeout=300)
+    at.session_state["devices"] = {"local": Device.parse("local"), device.url: device}
+    at.session_state["device_current"] = device.url
+    at.run()
+    job = at.session_state["partition_job"]
+    pids = wait_for(lambda: [p for p in job.cancellation.pids if stopped(p)], 60)
+    assert pids and not job.done
+    pressed = time.monotonic()
+    at.button(key="partition_job_cancel").click().run()
+    assert gone_within(pids[0], 30)
+    took = time.monotonic() - pressed  # includes the page's rerun after the click
+    job.wait(30)
+    assert job.done and job.cancelled and job.error is None
+    settle(at)
+    assert any("Cancelled after" in i.value for i in at.info) and not at.error
+    assert took < BOUND_S, f"the worker lived {took:.2f} s after Cancel"
+    print(f"page Cancel: worker gone {took:.2f} s after the click")
+
+
+def test_cancel_ends_a_stopped_worker_while_a_model_chunk_is_being_written_to_it():
+    """Sending a model to a device writes 4 MB requests; a worker that stops reading (here it
+    stops itself right after greeting) leaves the write blocked, holding the pipe's lock. Cancel
+    must not wait for that lock before it kills the worker."""
+    from dashboard.messages import ModelChunk
+    from dashboard.runtime.client import WorkerError
+    from fake_workers import fake_worker
+
+    group, failures = WorkerGroup(grace=0.5), []
+    with group.current():
+        worker = WorkerClient(fake_worker("import signal\nos.kill(os.getpid(), signal.SIGSTOP)\n")).start()
+    pid = worker.pid
+    assert wait_for(lambda: stopped(pid), 30)
+    chunk = ModelChunk("0" * 32, "model.onnx", 0, "A" * (8 << 20), True)  # far more than a pipe holds
+
+    def send() -> None:
+        try:
+            worker.call("put_model", chunk, timeout=600)
+        except WorkerError as exc:
+            failures.append(str(exc))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    time.sleep(1)  # the write is blocked on the full pipe now
+    assert sender.is_alive()
+    pressed = time.monotonic()
+    group.close("the analysis was cancelled")
+    assert gone_within(pid, 30)
+    took = time.monotonic() - pressed
+    sender.join(30)
+    assert not sender.is_alive() and len(failures) == 1 and "the analysis was cancelled" in failures[0]
+    assert took < BOUND_S, f"the worker lived {took:.2f} s after Cancel"
