@@ -284,3 +284,17 @@ def _parse_hash(stored: str, where: str) -> tuple[int, int, int, bytes, bytes]:
         raise UserError(f"password_hash ({where}) is not a scrypt$N$r$p$salt$hash string "
                         "(make one with `python -m dashboard hash-password`)") from None
     return n, r, p, salt, digest
+
+
+# -- where a setting comes from ---------------------------------------------------------------------
+# A page's text may come from anyone who reached the server; the command line's from the person at
+# the terminal. Options that run code or write files are checked by this origin
+# (``runtime.qnn_options.check``, ``runtime.devices.Device.parse``).
+BROWSER, TERMINAL = "browser", "terminal"
+
+
+def check_origin(origin: str) -> str:
+    """``origin`` if it is one of ``BROWSER`` and ``TERMINAL`` (a typo must not mean "trusted")."""
+    if origin not in (BROWSER, TERMINAL):
+        raise ValueError(f"origin must be {BROWSER!r} or {TERMINAL!r}, got {origin!r}")
+    return origin

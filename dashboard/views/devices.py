@@ -8,13 +8,22 @@ those pages makes it current everywhere. This machine is probed when the page op
 server per ``LOCAL_PROBE_TTL_S``; Probe measures again). Probing starts the device's worker, so a
 device that cannot be reached is one error line, and a native crash while probing never takes the
 dashboard down.
+
+What the page accepts is narrower than the command line (``Device.parse(..., source=BROWSER)``):
+a page may be someone else's (``dashboard.access``), so another interpreter on this machine only
+by a name the operator listed (``local?python=NAME``, picked here from the list), and a
+known_hosts file only one the operator allows.
 """
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import streamlit as st
 
+from dashboard import access
+from dashboard.access import BROWSER
 from dashboard.errors import UserError
 from dashboard.messages import DoctorReport
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
@@ -69,6 +78,7 @@ def render() -> None:
                "SSH (your keys and ~/.ssh/config, no open ports; the device needs this package installed). "
                "Models are sent over the same connection.")
     _add_form()
+    _add_local_python()
     known = devices()
     probes: dict = st.session_state.setdefault(_PROBES, {})
     select_device("Device used by the Partitions and Timeline pages")
@@ -130,21 +140,66 @@ def _add_form() -> None:
                                             "remember a new host's key, refuse a changed one")
             jump = left.text_input("Jump host (optional)", placeholder="user@gateway[:port]",
                                    help="Reach the device through this host (ssh -J)")
+            allowed = list(_operator().known_hosts)
+            known_hosts = right.selectbox("known_hosts file", [None, *allowed],
+                                          format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
+                                          help="Only files the operator allows: " + _KNOWN_HOSTS_HOW)
             if st.form_submit_button("Add device", icon=":material/add:"):
                 try:
-                    device = Device.parse(url.strip(), python=python.strip() or None,
+                    device = Device.parse(url.strip(), source=BROWSER, python=python.strip() or None,
                                           workdir=workdir.strip() or None, identity=identity.strip() or None,
                                           shell=shell, connect_timeout=int(timeout), host_key=host_key,
-                                          jump=jump.strip() or None)
+                                          known_hosts=known_hosts, jump=jump.strip() or None)
                     if device.is_local and device.python is None:
                         raise UserError("this machine is already listed; give ssh://user@host or "
-                                        "local?python=PATH (another interpreter here)")
+                                        "local?python=NAME (an interpreter the operator listed)")
                 except UserError as exc:
                     st.error(md(exc), icon=":material/error:")
                     return
-                devices()[device.url] = device
-                st.session_state[_CURRENT] = device.url
-                st.success(f"Added {md(device.label)}; probe it to see what it can run.")
+                _added(device)
+
+
+_PYTHONS_HOW = (f"the operator lists one as NAME=PATH in the environment variable {access.PYTHONS_ENV} "
+                f"(items separated by '{os.pathsep}') or under [devices] pythons in the config file")
+_KNOWN_HOSTS_HOW = (f"the operator allows one in {access.KNOWN_HOSTS_ENV} or under [devices] known_hosts in the "
+                    "config file")
+
+
+def _operator() -> access.OperatorConfig:
+    """The operator's record; a bad config file is the operator's to fix, shown once on the page."""
+    try:
+        return access.operator()
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return access.OperatorConfig()
+
+
+def _added(device: Device) -> None:
+    devices()[device.url] = device
+    st.session_state[_CURRENT] = device.url
+    st.success(f"Added {md(device.label)}; probe it to see what it can run.")
+
+
+def _add_local_python() -> None:
+    """Another interpreter on this machine, picked by name from the operator's list: a page never
+    takes an interpreter's path (it would run whatever file it names as the dashboard's user)."""
+    pythons = _operator().pythons
+    with st.expander("Add another interpreter on this machine", icon=":material/terminal:"):
+        st.caption(f"Only interpreters the operator listed, by name: {md(_PYTHONS_HOW)} "
+                   f"({md(str(access.config_path()))}), then restarts the dashboard. The command line takes "
+                   "any path (`--device local?python=PATH`).")
+        if not pythons:
+            st.info("No interpreter is listed.", icon=":material/info:")
+            return
+        name = st.selectbox("Interpreter", list(pythons), key="device_python_name",
+                            format_func=lambda n: f"{n} — {pythons[n]}")
+        if st.button("Add interpreter", key="device_python_add", icon=":material/add:"):
+            try:
+                device = Device.parse(f"local?python={name}", source=BROWSER)
+            except UserError as exc:
+                st.error(md(exc), icon=":material/error:")
+                return
+            _added(device)
 
 
 def _show_probe(result: dict) -> None:
