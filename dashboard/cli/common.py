@@ -39,6 +39,22 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
                         help="give up on the runtime worker after this long")
 
 
+def provider_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--option K=V`` items, checked as the terminal's (``access.TERMINAL``): options that load a
+    library or write a file are kept, with their paths checked on this machine, or, for a remote
+    ``--device``, a note on stderr that they are the device's paths and were not checked."""
+    from dashboard.access import TERMINAL
+    from dashboard.partition.analysis import parse_assignments
+    from dashboard.runtime import qnn_options
+    from dashboard.runtime.devices import Device
+
+    options = parse_assignments(args.option, "--option")
+    device = Device.parse(getattr(args, "device", None) or "local", source=TERMINAL)
+    for note in qnn_options.check(options, origin=TERMINAL, remote=None if device.is_local else device.label):
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    return options
+
+
 MAX_SECONDS = 7 * 24 * 3600
 
 
