@@ -22,7 +22,7 @@ metacharacters say. So:
 - ``shell=posix``: the worker's command is a POSIX ``sh`` script, its words ``shlex.quote``d, and the
   login shell gets ``sh -c <script>`` with the script quoted so that sh, bash, fish and csh/tcsh all
   pass it to ``sh`` unchanged (``login_command``): only ``sh`` interprets it, whatever the user's
-  login shell (fish reads ``\\`` and ``\'`` inside single quotes, so those two go outside them);
+  login shell (fish reads ``\\\\`` and ``\\'`` inside single quotes, csh ``!``: those go outside them);
 - ``shell=windows`` (cmd.exe, OpenSSH's default on Windows): the characters cmd.exe interprets are
   refused, since it has no quoting that neutralises them all, and so are ``$`` and backticks, which
   PowerShell expands inside double quotes (when it is the login shell after all);
@@ -254,11 +254,12 @@ class Device(Record):
 # -- quoting ---------------------------------------------------------------------------------------
 def portable_quote(text: str) -> str:
     """``text`` as one word that sh, bash, zsh, fish and csh/tcsh all read back unchanged (no
-    newline: refused before). Single quotes for everything but ``'`` and ``\\``, which fish
-    interprets inside single quotes; those two are backslash-escaped outside quotes, which every
-    one of these shells reads as the character itself."""
-    parts = re.split(r"(['\\])", text)
-    return "".join("\\" + part if part in ("'", "\\") else f"'{part}'" for part in parts if part) or "''"
+    newline: refused before). Single quotes for everything but ``'``, ``\\`` (fish interprets both
+    inside single quotes) and ``!`` (csh's history expansion happens inside them, even for
+    ``tcsh -c``); those three are backslash-escaped outside quotes, which every one of these
+    shells reads as the character itself."""
+    parts = re.split(r"(['\\!])", text)
+    return "".join("\\" + part if part in ("'", "\\", "!") else f"'{part}'" for part in parts if part) or "''"
 
 
 def ps_quote(text: str) -> str:
