@@ -26,7 +26,7 @@ from dashboard import access
 from dashboard.access import BROWSER
 from dashboard.errors import UserError
 from dashboard.messages import DoctorReport
-from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
+from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
 
@@ -77,8 +77,9 @@ def render() -> None:
     st.caption("Where QNN work runs: this machine, or a Snapdragon board / Windows-on-Snapdragon laptop over "
                "SSH (your keys and ~/.ssh/config, no open ports; the device needs this package installed). "
                "Models are sent over the same connection.")
-    _add_form()
-    _add_local_python()
+    config = _operator()
+    _add_form(config)
+    _add_local_python(config)
     known = devices()
     probes: dict = st.session_state.setdefault(_PROBES, {})
     select_device("Device used by the Partitions and Timeline pages")
@@ -119,7 +120,7 @@ def _probe_local() -> dict:
     return _probe(Device.parse("local"))
 
 
-def _add_form() -> None:
+def _add_form(config: access.OperatorConfig) -> None:
     with st.expander("Add a device over SSH", icon=":material/add_link:"):
         with st.form("add_device", clear_on_submit=False, border=False):
             url = st.text_input("Device", placeholder="ssh://user@board[:port]  (or a Host alias: ssh://myboard)")
@@ -131,8 +132,9 @@ def _add_form() -> None:
                                        help="Checkout of this project on the device (python -m finds it there)")
             identity = left.text_input("Private key file (optional)", placeholder="~/.ssh/id_ed25519",
                                        help="On the machine running the dashboard; default: your agent and config")
-            shell = right.selectbox("Remote shell", ["posix", "windows"],
-                                    help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe)")
+            shell = right.selectbox("Remote shell", list(SHELLS),
+                                    help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe); "
+                                         "powershell if the device's OpenSSH runs PowerShell instead")
             timeout = left.number_input("Connect timeout (s)", min_value=1, max_value=MAX_CONNECT_TIMEOUT, value=10)
             host_key = right.selectbox("Host key check", [None, *HOST_KEY_POLICIES],
                                        format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
@@ -140,7 +142,7 @@ def _add_form() -> None:
                                             "remember a new host's key, refuse a changed one")
             jump = left.text_input("Jump host (optional)", placeholder="user@gateway[:port]",
                                    help="Reach the device through this host (ssh -J)")
-            allowed = list(_operator().known_hosts)
+            allowed = list(config.known_hosts)
             known_hosts = right.selectbox("known_hosts file", [None, *allowed],
                                           format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
                                           help="Only files the operator allows: " + _KNOWN_HOSTS_HOW)
@@ -180,10 +182,10 @@ def _added(device: Device) -> None:
     st.success(f"Added {md(device.label)}; probe it to see what it can run.")
 
 
-def _add_local_python() -> None:
+def _add_local_python(config: access.OperatorConfig) -> None:
     """Another interpreter on this machine, picked by name from the operator's list: a page never
     takes an interpreter's path (it would run whatever file it names as the dashboard's user)."""
-    pythons = _operator().pythons
+    pythons = config.pythons
     with st.expander("Add another interpreter on this machine", icon=":material/terminal:"):
         st.caption(f"Only interpreters the operator listed, by name: {md(_PYTHONS_HOW)} "
                    f"({md(str(access.config_path()))}), then restarts the dashboard. The command line takes "
