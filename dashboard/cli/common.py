@@ -34,7 +34,9 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
                              + " (or a QNN soc_model number)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra QNN provider option (repeatable); checked against the EP's own options: "
-                             "an unknown key or a value it would ignore is refused with the valid values")
+                             "an unknown key or a value it would ignore is refused with the valid values; a "
+                             "library or output path must be absolute and pass its check on this machine "
+                             "(a remote --device's paths are its own, not checked)")
     parser.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                         help="give up on the runtime worker after this long")
 
