@@ -27,8 +27,10 @@ come from (``check(options, origin=...)``):
 - ``writes``: values that make the EP write files without a path, into the worker's working
   directory (``dump_json_qnn_graph=1`` writes ``<graph>.json``, ``dump_qnn_ir_dlc=1`` a ``.dlc``,
   ``enable_framework_op_trace=1`` ``qnn_op_trace.json``, ``dump_qnn_ep_input_graph=1`` a JSON dump,
-  ``backend_type=saver`` a ``saver_output/`` folder and ``ir`` a ``.dlc``). ``profiling_level`` without
-  ``profiling_file_path`` writes nothing (the EP refuses to profile to no file unless ETW is on).
+  ``backend_type=saver`` a ``saver_output/`` folder and ``ir`` a ``.dlc``; seen in an HTP simulator
+  session of each value, tests/test_origin_settings.py). ``profiling_level`` without
+  ``profiling_file_path`` writes nothing: the EP refuses the session ("Need to specify a CSV file via
+  provider option profiling_file_path if ETW not enabled").
 
 From a page (``BROWSER``) all of these are refused, with one line naming the command line: a page
 may be someone else's (``dashboard.access``). They are refused, not confined to the job's scratch
