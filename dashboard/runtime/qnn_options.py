@@ -65,7 +65,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class Option:
     """How the EP reads one option: ``choices`` (exact strings, ``lower`` if the EP lowercases
     first), ``minimum`` for integers, otherwise a path or name; ``lists`` if it takes a comma list
-    (one value per SoC of a multi-SoC context)."""
+    (one value per SoC of a multi-SoC context). ``kind``: what a path-taking option's value names
+    (``LIBRARY``, ``LIBRARIES``, ``OUTPUT_FILE``, ``OUTPUT_DIR``); ``writes``: the values that make the
+    EP write files in its working directory. Both decide what a page may set (``check``)."""
 
     choices: tuple[str, ...] = ()
     lower: bool = False
