@@ -371,3 +371,17 @@ def active_gatekeeper() -> Gatekeeper | None:
     """The gatekeeper if this process serves the dashboard through its gate, else None (the CLI,
     a notebook, a test driving a page script directly)."""
     return _keeper
+
+
+# -- where a setting comes from ---------------------------------------------------------------------
+# A page's text may come from anyone who reached the server; the command line's from the person at
+# the terminal. Options that run code or write files are checked by this origin
+# (``runtime.qnn_options.check``, ``runtime.devices.Device.parse``).
+BROWSER, TERMINAL = "browser", "terminal"
+
+
+def check_origin(origin: str) -> str:
+    """``origin`` if it is one of ``BROWSER`` and ``TERMINAL`` (a typo must not mean "trusted")."""
+    if origin not in (BROWSER, TERMINAL):
+        raise ValueError(f"origin must be {BROWSER!r} or {TERMINAL!r}, got {origin!r}")
+    return origin

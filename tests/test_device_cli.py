@@ -97,6 +97,7 @@ def test_this_host_says_htp_simulator_through_the_cli():
 
 def test_install_over_ssh_gives_a_url_whose_worker_runs_from_the_venv(sshd, tmp_path):  # noqa: F811
     venv = tmp_path / "device-home" / "lab-venv"
+    (tmp_path / "known_hosts").write_text("")  # must exist: ssh appends the new host's key to it
     base = (f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}?python={sys.executable}&identity={sshd['key']}"
             f"&host_key=accept-new&known_hosts={tmp_path / 'known_hosts'}")
     done = cli("install", base, "--venv", str(venv), timeout=1200)

@@ -59,6 +59,7 @@ def sshd(tmp_path_factory):
     host_key = keygen(root / "host_key")
     user_key = keygen(root / "user_key")
     (root / "authorized_keys").write_text((root / "user_key.pub").read_text())
+    (root / "known_hosts").write_text("")  # a device's known_hosts must exist (ssh appends with accept-new)
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
     port = free_port()
@@ -158,7 +159,9 @@ def test_device_urls(tmp_path):
     assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[argv.index("-p") + 1] == "2222"
     assert "StrictHostKeyChecking=accept-new" in argv and "PermitLocalCommand=no" in argv
     assert argv[-3:-1] == ["--", "me@board"]
-    assert shlex.split(argv[-1]) == ["cd", "--", "/opt/my lab", "&&", "exec", "env", "A=1", "/opt/lab/bin/python",
+    login = shlex.split(argv[-1])  # the login shell (whichever it is) only hands the script to sh
+    assert login[:2] == ["sh", "-c"] and len(login) == 3
+    assert shlex.split(login[2]) == ["cd", "--", "/opt/my lab", "&&", "exec", "env", "A=1", "/opt/lab/bin/python",
                                      "-m", "dashboard.runtime.worker"]
     # The label is the whole address: everything that will run is visible.
     assert board.label == ("ssh://me@board:2222?python=/opt/lab/bin/python&workdir=/opt/my lab&env=A=1"
@@ -191,6 +194,8 @@ def test_device_urls(tmp_path):
     ("ssh://me@[not-v6]", "bad (IPv6|device address)"),
     ("ssh://me@999.1.1.1", "bad IPv4"),
     ("local?python=/nonexistent/python", "not an executable file"),
+    ("ssh://me@board?host_key=accept-new&known_hosts=/tmp", "known_hosts '/tmp' is not a file"),
+    ("ssh://me@board?known_hosts=/nonexistent-qnn-lab/known_hosts", "is not a file on this machine"),
     ("local?workdir=/tmp", "a local device takes only python"),
 ])
 def test_bad_device_urls(url, message):
@@ -226,6 +231,8 @@ HOSTILE_ADDRESSES = [
     "ssh://me@laptop?shell=windows&workdir=C:\\x^&calc",
     "ssh://me@laptop?shell=windows&python=a>b",
     "ssh://me@laptop?shell=windows&python=a!b",
+    "ssh://me@laptop?shell=windows&python=$(touch {marker})",  # PowerShell expands $( ) inside double quotes
+    "ssh://me@laptop?shell=windows&workdir=C:\\`touch {marker}`",
 ]
 
 
@@ -386,11 +393,20 @@ def test_a_local_interpreter_device_runs_the_worker_from_this_checkout(tmp_path,
     assert result["python"] == platform.python_version() and result["backends"]["htp"]["ok"] is True
 
 
-def test_a_local_interpreter_device_can_be_added_on_the_devices_page():
+def test_a_local_interpreter_device_can_be_added_on_the_devices_page_by_its_listed_name(monkeypatch):
+    """A page names an interpreter the operator listed (a raw path is refused: test_origin_settings)."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(PROJECT_ROOT / "app.py"), default_timeout=60).switch_page("pages/devices.py").run()
-    next(t for t in at.text_input if t.label == "Device").set_value(f"local?python={sys.executable}")
-    next(b for b in at.button if b.label == "Add device").click().run()
+    from dashboard import access
+
+    monkeypatch.setenv(access.PYTHONS_ENV, f"arm64={sys.executable}")
+    access.reload()
+    try:
+        at = AppTest.from_file(str(PROJECT_ROOT / "app.py"), default_timeout=60).switch_page("pages/devices.py").run()
+        next(t for t in at.text_input if t.label == "Device").set_value("local?python=arm64")
+        next(b for b in at.button if b.label == "Add device").click().run()
+    finally:
+        monkeypatch.undo()
+        access.reload()
     assert not at.exception and not at.error
     assert f"local?python={sys.executable}" in at.session_state["devices"]

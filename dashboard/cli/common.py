@@ -34,9 +34,27 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
                              + " (or a QNN soc_model number)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra QNN provider option (repeatable); checked against the EP's own options: "
-                             "an unknown key or a value it would ignore is refused with the valid values")
+                             "an unknown key or a value it would ignore is refused with the valid values; a "
+                             "library or output path must be absolute and pass its check on this machine "
+                             "(a remote --device's paths are its own, not checked)")
     parser.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                         help="give up on the runtime worker after this long")
+
+
+def provider_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--option K=V`` items, checked as the terminal's (``access.TERMINAL``): options that load a
+    library or write a file are kept, with their paths checked on this machine, or, for a remote
+    ``--device``, a note on stderr that they are the device's paths and were not checked."""
+    from dashboard.access import TERMINAL
+    from dashboard.partition.analysis import parse_assignments
+    from dashboard.runtime import qnn_options
+    from dashboard.runtime.devices import Device
+
+    options = parse_assignments(args.option, "--option")
+    device = Device.parse(getattr(args, "device", None) or "local", source=TERMINAL)
+    for note in qnn_options.check(options, origin=TERMINAL, remote=None if device.is_local else device.label):
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    return options
 
 
 MAX_SECONDS = 7 * 24 * 3600

@@ -53,6 +53,7 @@ def add_partition_options(parser: argparse.ArgumentParser) -> None:
 
 def options_from_args(args: argparse.Namespace) -> PartitionOptions:
     from dashboard.intake.shapes import parse_shapes
+    from dashboard.cli.common import provider_options
     from dashboard.partition.analysis import PartitionOptions, parse_assignments
 
     return PartitionOptions(
@@ -61,7 +62,7 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
         shapes=parse_shapes(args.shape),
         fp16=args.fp16,
         soc=args.soc,
-        provider_options=parse_assignments(args.option, "--option"),
+        provider_options=provider_options(args),
         optimization_level=args.optimization_level,
     )
 

@@ -52,13 +52,13 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise UserError(f"{args.out}: its folder does not exist")
     graph = load_model(args.model)
-    options_from_args(args)  # bad options or devices: one error line, before anything runs
+    checked = options_from_args(args)  # bad options or devices: one error line, before anything runs
     Device.parse(args.device)
     timeline_options = None
     if not args.no_timeline:
         timeline_options = TimelineOptions(
             dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
-            provider_options=parse_assignments(args.option, "--option"),
+            provider_options=dict(checked.provider_options),
             strategies=[s.strip() for s in args.strategies.split(",") if s.strip()], requests=args.requests,
             rate=args.rate)
     print("classifying", file=sys.stderr, flush=True)

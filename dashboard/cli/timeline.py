@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dashboard.cli.common import add_runtime_options
+from dashboard.cli.common import add_runtime_options, provider_options
 from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace) -> TimelineOptions:
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     return TimelineOptions(dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
-                           provider_options=parse_assignments(args.option, "--option"), fast=args.fast,
+                           provider_options=provider_options(args), fast=args.fast,
                            target=args.target, strategies=strategies, requests=args.requests, rate=args.rate,
                            policy=args.policy, shared_memory=args.shared_memory)
 

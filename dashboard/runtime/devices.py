@@ -1,7 +1,8 @@
 """Devices: where the runtime worker runs, and what it finds there.
 
 A device is only a transport for the worker protocol (``dashboard.runtime.worker``): *local* is this
-machine's Python (or another interpreter on this machine, ``local?python=PATH``);
+machine's Python (or another interpreter on this machine, ``local?python=PATH`` from the command
+line, ``local?python=NAME`` for one the operator listed, ``access.OperatorConfig.pythons``);
 ``ssh://[user@]host[:port]`` runs ``python -m dashboard.runtime.worker`` on a Snapdragon board or
 Windows-on-Snapdragon laptop over the user's own OpenSSH client. No port is opened on the device,
 and the user's keys, agent and ``~/.ssh/config`` (host aliases) apply as for any ``ssh`` command;
@@ -18,12 +19,24 @@ metacharacters say. So:
   bracketed IPv6 address or an ssh-config alias), and the destination always follows ``--``;
 - no free-form ssh option is accepted: only the few in ``QUERY_KEYS``, each validated, become
   fixed ``-o``/``-p``/``-i``/``-J`` arguments;
-- the remote command is ``shlex.quote``d for POSIX shells; for Windows (cmd.exe) the characters it
-  would interpret are refused, since cmd.exe has no quoting that neutralises them all;
+- ``shell=posix``: the worker's command is a POSIX ``sh`` script, its words ``shlex.quote``d, and the
+  login shell gets ``sh -c <script>`` with the script quoted so that sh, bash, fish and csh/tcsh all
+  pass it to ``sh`` unchanged (``login_command``): only ``sh`` interprets it, whatever the user's
+  login shell (fish reads ``\\\\`` and ``\\'`` inside single quotes, csh ``!``: those go outside them);
+- ``shell=windows`` (cmd.exe, OpenSSH's default on Windows): the characters cmd.exe interprets are
+  refused, since it has no quoting that neutralises them all, and so are ``$`` and backticks, which
+  PowerShell expands inside double quotes (when it is the login shell after all);
+- ``shell=powershell`` (a Windows host whose OpenSSH default shell is PowerShell): every word in
+  single quotes, ``'`` doubled, which PowerShell reads literally ($, backticks, ``;`` included); the
+  typographic single quotes PowerShell also takes as quotes are refused;
 - ``label`` is the whole address, query included, so a user always sees what will run.
 
 The same checks run for the CLI, the Devices page and the Python API (``Device(...)`` validates in
-``__post_init__``), and every refusal is one ``UserError`` line, before anything is started.
+``__post_init__``), and every refusal is one ``UserError`` line, before anything is started. What a
+page may say is narrower than what the terminal may (``Device.parse(..., source=BROWSER)``): a page
+may be someone else's (``dashboard.access``), so a local interpreter only by a name the operator
+listed, and ``known_hosts`` (which ssh appends to with ``host_key=accept-new``) only a file the
+operator allows. The command line takes a path for both (a known_hosts file that exists).
 """
 
 from __future__ import annotations
@@ -38,13 +51,15 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from dashboard import access
+from dashboard.access import BROWSER, TERMINAL, check_origin
 from dashboard.errors import UserError
 from dashboard.messages import ProbeArgs
 from dashboard.runtime.client import WorkerClient, WorkerError, WorkerVersionError
 from dashboard.serde import Record
 
 LOCAL = "local"
-SHELLS = ("posix", "windows")
+SHELLS = ("posix", "windows", "powershell")
 HOST_KEY_POLICIES = ("yes", "accept-new")
 # What a device URL's query may say (and the keyword arguments of ``Device.parse``): nothing else
 # reaches ssh. Documented in the README ("Attaching a Snapdragon device over SSH").
@@ -63,8 +78,11 @@ _LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _ALIAS = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,252}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# cmd.exe interprets these even inside double quotes (% and ! expand variables), or ends the quote.
-_CMD_SPECIAL = re.compile(r'["&|^%<>!\r\n]')
+# cmd.exe interprets these even inside double quotes (% and ! expand variables), or ends the quote;
+# PowerShell expands $ (``$(...)``, ``$env:X``) and backticks inside double quotes.
+_CMD_SPECIAL = re.compile(r'["&|^%<>!$`\r\n]')
+# PowerShell takes these typographic quotes as single quotes too: refused rather than doubled.
+_PS_QUOTES = re.compile("[\u2018\u2019\u201a\u201b]")
 
 
 @dataclass(frozen=True)
@@ -81,7 +99,7 @@ class Device(Record):
     python: str | None = None  # the interpreter that has this package (remote default: python3)
     workdir: str | None = None  # remote checkout to run from (``python -m`` finds the package there)
     identity: str | None = None  # private key file on this machine (default: the user's agent/config)
-    shell: str = "posix"  # the remote login shell: posix (Linux, Android) or windows (cmd.exe)
+    shell: str = "posix"  # the remote login shell: posix (Linux, Android), windows (cmd.exe) or powershell
     connect_timeout: int = 10
     env: dict[str, str] = field(default_factory=dict)  # set on the remote side (e.g. model store)
     host_key: str | None = None  # StrictHostKeyChecking: yes or accept-new (default: the user's config)
@@ -126,10 +144,13 @@ class Device(Record):
         return [] if value is None else [str(value)]
 
     @classmethod
-    def parse(cls, url: str, **overrides) -> "Device":
-        """``local[?python=PATH]`` or ``ssh://[user@]host[:port][?key=value&...]`` with the keys of
-        ``QUERY_KEYS``; keyword ``overrides`` (the same names) win over the query, except those left
-        empty (None, or the field's default: what a form sends for a field nobody filled in)."""
+    def parse(cls, url: str, source: str = TERMINAL, **overrides) -> "Device":
+        """``local[?python=PATH|NAME]`` or ``ssh://[user@]host[:port][?key=value&...]`` with the keys
+        of ``QUERY_KEYS``; keyword ``overrides`` (the same names) win over the query, except those
+        left empty (None, or the field's default: what a form sends for a field nobody filled in).
+        ``source``: who typed it, ``access.TERMINAL`` or ``access.BROWSER`` (every page passes it):
+        what a page may say is narrower (``_origin_policy``)."""
+        check_origin(source)
         defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(cls)}
         overrides = {k: v for k, v in overrides.items() if v is not None and (k not in defaults or v != defaults[k])}
         text = (url or LOCAL).strip()
@@ -144,27 +165,40 @@ class Device(Record):
             unknown = sorted((set(values) | set(overrides)) - set(LOCAL_QUERY_KEYS))
             if unknown:
                 raise UserError(f"a local device takes only python=PATH, not {', '.join(unknown)}")
-            return cls(url=LOCAL, **{**values, **overrides})
+            return cls(url=LOCAL, **_origin_policy({**values, **overrides}, local=True, source=source))
         if parts.scheme != "ssh" or not parts.netloc:
             raise UserError(f"device must be 'local' or ssh://[user@]host[:port] (or local?python=PATH), got {text!r}")
         user, host, port = _split_netloc(parts.netloc)
         unknown = sorted(set(overrides) - set(QUERY_KEYS))
         if unknown:
             raise UserError(f"unknown device option(s) {', '.join(unknown)}; known: {', '.join(QUERY_KEYS)}")
-        return cls(url=text, host=host, user=user, port=port, **{**values, **overrides})
+        return cls(url=text, host=host, user=user, port=port,
+                   **_origin_policy({**values, **overrides}, local=False, source=source))
 
     # -- transport -------------------------------------------------------------------------------
     def remote_command(self) -> str:
-        """What the remote login shell runs: the worker, from ``workdir``, with ``env`` set."""
+        """The worker, from ``workdir``, with ``env`` set, in the device's shell language: a POSIX
+        ``sh`` script (``ssh_argv`` hands it to ``sh``), a cmd.exe or a PowerShell line."""
         python = self.python or "python3"
         if self.shell == "windows":  # every part was checked free of cmd.exe's special characters
             parts = [f'cd /d "{self.workdir}" &&' if self.workdir else ""]
             parts += [f'set "{k}={v}" &&' for k, v in self.env.items()]
             parts.append(f'"{python}" -m dashboard.runtime.worker')
             return " ".join(p for p in parts if p)
+        if self.shell == "powershell":
+            parts = [f"Set-Location -LiteralPath {ps_quote(self.workdir)} -ErrorAction Stop;" if self.workdir else ""]
+            parts += [f"$env:{k} = {ps_quote(v)};" for k, v in self.env.items()]  # names checked: [A-Za-z_]\w*
+            parts.append(f"& {ps_quote(python)} -m dashboard.runtime.worker")
+            return " ".join(p for p in parts if p)
         command = ["exec", "env", *(f"{k}={v}" for k, v in self.env.items()), python, "-m", "dashboard.runtime.worker"]
         quoted = " ".join(shlex.quote(c) for c in command)
         return f"cd -- {shlex.quote(self.workdir)} && {quoted}" if self.workdir else quoted
+
+    def login_command(self, command: str) -> str:
+        """The exact text the device's login shell gets for ``command`` (in the device's shell
+        language). POSIX: ``sh -c <command>``, quoted for any login shell (``portable_quote``),
+        so fish or csh never interpret the script; Windows shells: ``command`` as it is."""
+        return f"sh -c {portable_quote(command)}" if self.shell == "posix" else command
 
     def argv(self) -> list[str] | None:
         """The worker's command line (None: this machine's own Python worker)."""
@@ -173,8 +207,9 @@ class Device(Record):
         return self.ssh_argv(self.remote_command())
 
     def ssh_argv(self, remote_command: str) -> list[str]:
-        """ssh to this device running ``remote_command`` (already quoted for the remote shell), with
-        only the device's validated options; ``device install`` uses it for its other commands."""
+        """ssh to this device running ``remote_command`` (a POSIX sh script for ``shell=posix``,
+        its words quoted for sh; else a line for the Windows shell), through ``login_command``,
+        with only the device's validated options; ``device install`` uses it for its other commands."""
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
                 # Command-line options win over ~/.ssh/config: no local command, no forwarding.
@@ -189,7 +224,7 @@ class Device(Record):
             argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.jump:
             argv += ["-J", self.jump]
-        argv += ["--", f"{self.user}@{self.host}" if self.user else self.host, remote_command]
+        argv += ["--", f"{self.user}@{self.host}" if self.user else self.host, self.login_command(remote_command)]
         return argv
 
     def connect(self) -> WorkerClient:
@@ -214,6 +249,56 @@ class Device(Record):
         return {"device": self.url, "label": self.label, **result.to_json(),
                 "seconds": round(time.perf_counter() - start, 3)}
 
+
+
+# -- quoting ---------------------------------------------------------------------------------------
+def portable_quote(text: str) -> str:
+    """``text`` as one word that sh, bash, zsh, fish and csh/tcsh all read back unchanged (no
+    newline: refused before). Single quotes for everything but ``'``, ``\\`` (fish interprets both
+    inside single quotes) and ``!`` (csh's history expansion happens inside them, even for
+    ``tcsh -c``); those three are backslash-escaped outside quotes, which every one of these
+    shells reads as the character itself."""
+    parts = re.split(r"(['\\!])", text)
+    return "".join("\\" + part if part in ("'", "\\", "!") else f"'{part}'" for part in parts if part) or "''"
+
+
+def ps_quote(text: str) -> str:
+    """``text`` as one PowerShell word: single quotes (no expansion of $ or backticks inside),
+    ``'`` doubled; the typographic single quotes PowerShell also accepts were refused before."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- where an address comes from ------------------------------------------------------------------
+def _origin_policy(values: dict, local: bool, source: str) -> dict:
+    """What ``source`` may say, applied to the parsed query and overrides: a local ``python``
+    names an interpreter the operator listed (from a page: only such a name; from the terminal:
+    a name or a path), and a page's ``known_hosts`` must be a file the operator allows."""
+    python = values.get("python")
+    if local and python is not None:
+        values["python"] = _local_python(python, source)
+    if source == BROWSER and values.get("known_hosts") is not None:
+        _check_allowed_known_hosts(values["known_hosts"])
+    return values
+
+
+def _local_python(name: str, source: str) -> str:
+    listed = access.operator().python_path(name)
+    if listed is not None:
+        return listed
+    if source == BROWSER:
+        names = ", ".join(access.operator().pythons) or "none listed"
+        raise UserError(f"a page runs only an interpreter the operator listed, by name ({names}), not {name[:80]!r}; "
+                        f"the operator lists one in {access.PYTHONS_ENV}=NAME=PATH or [devices] pythons in "
+                        f"{access.config_path()} (the command line takes a path)")
+    return name
+
+
+def _check_allowed_known_hosts(path: str) -> None:
+    allowed = access.operator().known_hosts
+    if not access.operator().known_hosts_allowed(path) or not Path(path).expanduser().is_file():
+        raise UserError(f"a page may use only a known_hosts file the operator allows and that exists "
+                        f"({', '.join(allowed) or 'none allowed'}), not {path[:80]!r}; the operator allows one in "
+                        f"{access.KNOWN_HOSTS_ENV} or [devices] known_hosts in {access.config_path()}")
 
 
 # -- validation ------------------------------------------------------------------------------------
@@ -326,8 +411,8 @@ def _check_remote(device: Device) -> None:
         raise UserError(f"host_key must be one of {', '.join(HOST_KEY_POLICIES)}, got {device.host_key!r}")
     if device.jump is not None:
         _check_jump(device.jump)
-    for what in ("identity", "known_hosts"):
-        _check_local_file(what, getattr(device, what), must_exist=what == "identity")
+    for what in ("identity", "known_hosts"):  # known_hosts too: ssh may append to it (accept-new)
+        _check_local_file(what, getattr(device, what))
     for key in device.env:
         if not _ENV_NAME.match(key):
             raise UserError(f"bad environment variable name {key!r} for the device")
@@ -337,8 +422,12 @@ def _check_remote(device: Device) -> None:
             continue
         _check_text(what, value)
         if device.shell == "windows" and _CMD_SPECIAL.search(value):
-            raise UserError(f"device {what} {value!r} holds a character cmd.exe would interpret "
-                            '(one of " & | ^ % < > !); refusing it for a Windows device')
+            raise UserError(f"device {what} {value!r} holds a character cmd.exe or PowerShell would interpret "
+                            '(one of " & | ^ % < > ! $ `); refusing it for a Windows device (shell=powershell '
+                            "quotes them)")
+        if device.shell == "powershell" and _PS_QUOTES.search(value):
+            raise UserError(f"device {what} {value!r} holds a typographic quote PowerShell reads as a quote; "
+                            "refusing it")
 
 
 def _check_text(what: str, value: str) -> None:
@@ -346,15 +435,13 @@ def _check_text(what: str, value: str) -> None:
         raise UserError(f"bad device {what} {value!r} (empty, a control character, or a leading '-')")
 
 
-def _check_local_file(what: str, value: str | None, must_exist: bool) -> None:
+def _check_local_file(what: str, value: str | None) -> None:
+    """An existing regular file on this machine (a FIFO or device would hang or feed ssh)."""
     if value is None:
         return
     _check_text(what, value)
-    path = Path(value).expanduser()
-    if must_exist and not path.is_file():
+    if not Path(value).expanduser().is_file():
         raise UserError(f"device {what} {value!r} is not a file on this machine")
-    if not must_exist and not path.parent.is_dir():
-        raise UserError(f"device {what} {value!r}: its folder does not exist on this machine")
 
 
 def _reason(exc: WorkerError) -> str:

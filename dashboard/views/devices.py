@@ -8,16 +8,25 @@ those pages makes it current everywhere. This machine is probed when the page op
 server per ``LOCAL_PROBE_TTL_S``; Probe measures again). Probing starts the device's worker, so a
 device that cannot be reached is one error line, and a native crash while probing never takes the
 dashboard down.
+
+What the page accepts is narrower than the command line (``Device.parse(..., source=BROWSER)``):
+a page may be someone else's (``dashboard.access``), so another interpreter on this machine only
+by a name the operator listed (``local?python=NAME``, picked here from the list), and a
+known_hosts file only one the operator allows.
 """
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import streamlit as st
 
+from dashboard import access
+from dashboard.access import BROWSER
 from dashboard.errors import UserError
 from dashboard.messages import DoctorReport
-from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, Device
+from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
 
@@ -68,7 +77,9 @@ def render() -> None:
     st.caption("Where QNN work runs: this machine, or a Snapdragon board / Windows-on-Snapdragon laptop over "
                "SSH (your keys and ~/.ssh/config, no open ports; the device needs this package installed). "
                "Models are sent over the same connection.")
-    _add_form()
+    config = _operator()
+    _add_form(config)
+    _add_local_python(config)
     known = devices()
     probes: dict = st.session_state.setdefault(_PROBES, {})
     select_device("Device used by the Partitions and Timeline pages")
@@ -109,7 +120,7 @@ def _probe_local() -> dict:
     return _probe(Device.parse("local"))
 
 
-def _add_form() -> None:
+def _add_form(config: access.OperatorConfig) -> None:
     with st.expander("Add a device over SSH", icon=":material/add_link:"):
         with st.form("add_device", clear_on_submit=False, border=False):
             url = st.text_input("Device", placeholder="ssh://user@board[:port]  (or a Host alias: ssh://myboard)")
@@ -121,8 +132,9 @@ def _add_form() -> None:
                                        help="Checkout of this project on the device (python -m finds it there)")
             identity = left.text_input("Private key file (optional)", placeholder="~/.ssh/id_ed25519",
                                        help="On the machine running the dashboard; default: your agent and config")
-            shell = right.selectbox("Remote shell", ["posix", "windows"],
-                                    help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe)")
+            shell = right.selectbox("Remote shell", list(SHELLS),
+                                    help="windows for Windows-on-Snapdragon (OpenSSH's default shell is cmd.exe); "
+                                         "powershell if the device's OpenSSH runs PowerShell instead")
             timeout = left.number_input("Connect timeout (s)", min_value=1, max_value=MAX_CONNECT_TIMEOUT, value=10)
             host_key = right.selectbox("Host key check", [None, *HOST_KEY_POLICIES],
                                        format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
@@ -130,21 +142,66 @@ def _add_form() -> None:
                                             "remember a new host's key, refuse a changed one")
             jump = left.text_input("Jump host (optional)", placeholder="user@gateway[:port]",
                                    help="Reach the device through this host (ssh -J)")
+            allowed = list(config.known_hosts)
+            known_hosts = right.selectbox("known_hosts file", [None, *allowed],
+                                          format_func=lambda v: "as in ~/.ssh/config" if v is None else v,
+                                          help="Only files the operator allows: " + _KNOWN_HOSTS_HOW)
             if st.form_submit_button("Add device", icon=":material/add:"):
                 try:
-                    device = Device.parse(url.strip(), python=python.strip() or None,
+                    device = Device.parse(url.strip(), source=BROWSER, python=python.strip() or None,
                                           workdir=workdir.strip() or None, identity=identity.strip() or None,
                                           shell=shell, connect_timeout=int(timeout), host_key=host_key,
-                                          jump=jump.strip() or None)
+                                          known_hosts=known_hosts, jump=jump.strip() or None)
                     if device.is_local and device.python is None:
                         raise UserError("this machine is already listed; give ssh://user@host or "
-                                        "local?python=PATH (another interpreter here)")
+                                        "local?python=NAME (an interpreter the operator listed)")
                 except UserError as exc:
                     st.error(md(exc), icon=":material/error:")
                     return
-                devices()[device.url] = device
-                st.session_state[_CURRENT] = device.url
-                st.success(f"Added {md(device.label)}; probe it to see what it can run.")
+                _added(device)
+
+
+_PYTHONS_HOW = (f"the operator lists one as NAME=PATH in the environment variable {access.PYTHONS_ENV} "
+                f"(items separated by '{os.pathsep}') or under [devices] pythons in the config file")
+_KNOWN_HOSTS_HOW = (f"the operator allows one in {access.KNOWN_HOSTS_ENV} or under [devices] known_hosts in the "
+                    "config file")
+
+
+def _operator() -> access.OperatorConfig:
+    """The operator's record; a bad config file is the operator's to fix, shown once on the page."""
+    try:
+        return access.operator()
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return access.OperatorConfig()
+
+
+def _added(device: Device) -> None:
+    devices()[device.url] = device
+    st.session_state[_CURRENT] = device.url
+    st.success(f"Added {md(device.label)}; probe it to see what it can run.")
+
+
+def _add_local_python(config: access.OperatorConfig) -> None:
+    """Another interpreter on this machine, picked by name from the operator's list: a page never
+    takes an interpreter's path (it would run whatever file it names as the dashboard's user)."""
+    pythons = config.pythons
+    with st.expander("Add another interpreter on this machine", icon=":material/terminal:"):
+        st.caption(f"Only interpreters the operator listed, by name: {md(_PYTHONS_HOW)} "
+                   f"({md(str(access.config_path()))}), then restarts the dashboard. The command line takes "
+                   "any path (`--device local?python=PATH`).")
+        if not pythons:
+            st.info("No interpreter is listed.", icon=":material/info:")
+            return
+        name = st.selectbox("Interpreter", list(pythons), key="device_python_name",
+                            format_func=lambda n: f"{n} — {pythons[n]}")
+        if st.button("Add interpreter", key="device_python_add", icon=":material/add:"):
+            try:
+                device = Device.parse(f"local?python={name}", source=BROWSER)
+            except UserError as exc:
+                st.error(md(exc), icon=":material/error:")
+                return
+            _added(device)
 
 
 def _show_probe(result: dict) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
+from dashboard.access import BROWSER
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import default_dims, is_float_model, parse_shape, unnamed_dynamic_inputs
@@ -35,6 +36,7 @@ from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED, PREDICTED, REMOVED, PartitionReport,
                                         op_type_table)
 from dashboard.render import partition_graph as graph_render
+from dashboard.runtime import qnn_options
 from dashboard.runtime.devices import Device
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.views import graph_viewer, jobs, state
@@ -149,9 +151,18 @@ def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float, Dev
     shapes = {name: parse_shape(text, f"input {name!r}") for name, text in shape_texts.items()
               if text.strip() and "?" not in text}
     options = PartitionOptions(backends=tuple(backends or ("htp",)), dims=dims, shapes=shapes, fp16=fp16,
-                               soc=soc if fp16 else None, provider_options=parse_assignments(lines, "provider option"),
+                               soc=soc if fp16 else None, provider_options=page_provider_options(lines),
                                optimization_level=level)
     return options, float(timeout), device, applied
+
+
+def page_provider_options(lines: list[str]) -> dict[str, str]:
+    """The provider options typed into a page's text area, checked as a page's (``BROWSER``):
+    nothing that loads a library or writes a file (``runtime.qnn_options``); the Partitions and
+    Timeline pages share it."""
+    options = parse_assignments(lines, "provider option")
+    qnn_options.check(options, origin=BROWSER)
+    return options
 
 
 def _dim_fields(defaults: dict, digest: str) -> dict[str, int]:

@@ -25,7 +25,6 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import default_dims, is_float_model
 from dashboard.messages import ProgressEvent, StrategyEnd, StrategyStart
-from dashboard.partition.analysis import parse_assignments
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
@@ -33,6 +32,7 @@ from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRA
                                       requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
+from dashboard.views.partitions import page_provider_options
 from dashboard.views.devices import select_device
 from dashboard.views.safe import download_name, md, short
 
@@ -117,7 +117,7 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
                         help=default.why))
     lines = [line for line in (extra or "").splitlines() if line.strip()]
     return TimelineOptions(dims=dims, fp16=fp16, soc=soc if fp16 else None,
-                           provider_options=parse_assignments(lines, "provider option"),
+                           provider_options=page_provider_options(lines),
                            fast=None if fast == "auto" else fast, strategies=list(strategies), requests=int(requests),
                            rate=float(rate), concurrency=int(concurrency), policy=policy, warmup_runs=int(warmup),
                            shared_memory=shared, atol=float(atol), rtol=float(rtol))
