@@ -108,6 +108,7 @@ def test_cancel_ends_an_ssh_that_hangs_before_the_handshake_within_2_s(tmp_path)
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
         port = silent.getsockname()[1]
+        (tmp_path / "known_hosts").write_text("")  # a device's known_hosts must be an existing file
         device = Device.parse(f"ssh://nobody@127.0.0.1:{port}", connect_timeout=60, host_key="accept-new",
                               known_hosts=str(tmp_path / "known_hosts"))
         cancel = Cancellation()
