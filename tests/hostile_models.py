@@ -68,9 +68,10 @@ def relu_chain(path: Path, nodes: int) -> Path:
     return path
 
 
-def huge_string_model(path: Path, string_bytes: int, chunk: int = 16 << 20) -> Path:
+def huge_string_model(path: Path, string_bytes: int, chunk: int = 16 << 20, sparse: bool = False) -> Path:
     """One Identity node with a STRING attribute ``note`` of ``string_bytes`` bytes of ``a``,
-    written in chunks (a 1 GB attribute costs the test 16 MB)."""
+    written in chunks (a 1 GB attribute costs the test 16 MB); with ``sparse``, the string is a
+    hole in the file (NUL bytes that take no disk and no time to write)."""
     attr_head = _field(_ATTR_NAME, b"note") + _varint_field(_ATTR_TYPE, _STRING_TYPE)
     attr_head += encode_varint(_ATTR_S << 3 | 2) + encode_varint(string_bytes)
     attr_length = len(attr_head) + string_bytes
@@ -86,7 +87,9 @@ def huge_string_model(path: Path, string_bytes: int, chunk: int = 16 << 20) -> P
     with open(path, "wb") as out:
         out.write(head + node_tag + node_head)
         block = b"a" * min(chunk, max(string_bytes, 1))
-        left = string_bytes
+        left = 0 if sparse else string_bytes
+        if sparse:
+            out.seek(string_bytes, 1)
         while left:
             out.write(block[:left])
             left -= min(left, len(block))
