@@ -173,6 +173,20 @@ def test_a_model_over_the_readers_memory_limit_is_one_error_and_keeps_the_previo
     assert not errors(at) and selected(at).path == str(small)
 
 
+def test_an_upload_over_the_readers_memory_limit_is_one_error_by_its_name(app, tmp_path, monkeypatch):
+    import hostile_models
+
+    data = hostile_models.relu_chain(tmp_path / "chain.onnx", 300_000).read_bytes()
+    monkeypatch.setenv("QNN_LAB_READ_MEMORY_MB", "200")
+    at = app().run()
+    before = selected(at)
+    upload(at, "chain.onnx", data)
+    assert not at.exception
+    assert errors(at) == ["chain.onnx: needs more than 200 MB to read; refusing it to protect the server "
+                          "(limit QNN_LAB_READ_MEMORY_MB=200)"]
+    assert selected(at) == before
+
+
 def test_empty_path_is_an_error(app):
     at = app().run()
     before = selected(at)
