@@ -200,3 +200,13 @@ def test_a_graphs_estimate_grows_with_its_nodes(tmp_path):
     small = load_model(hostile_models.relu_chain(tmp_path / "a.onnx", 100))
     large = load_model(hostile_models.relu_chain(tmp_path / "b.onnx", 10_000))
     assert memo.graph_bytes(large) > 50 * memo.graph_bytes(small) > 0
+
+
+def test_the_weight_free_structure_reader_keeps_the_caps(tmp_path, monkeypatch):
+    from dashboard.intake.reader import load_structure
+
+    path = hostile_models.relu_chain(tmp_path / "relu.onnx", 100)
+    assert len(load_structure(path).graph.node) == 100
+    monkeypatch.setenv(caps.MAX_NODES.env, "50")
+    with pytest.raises(ModelError, match=r"over the limit of 50 \(QNN_LAB_MAX_NODES\)"):
+        load_structure(path)

@@ -220,10 +220,14 @@ def load_structure(path: str | os.PathLike) -> ModelProto:
     """The model as an ``onnx.ModelProto`` without weight data: small initializers whole (shape
     inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
     For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
-    ``load_model`` first: this assumes a file it accepted."""
+    ``load_model`` first: this assumes a file it accepted (a cap lowered since is its ``ModelError``)."""
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
             memoryview(mapped) as buf:
-        return _parse(buf, keep_initializers=True).model
+        try:
+            return _parse(buf, keep_initializers=True).model
+        except caps.CapExceeded as exc:  # raised below, once the frames holding views of the mapping are gone
+            refused = exc.message()
+    raise ModelError(f"{path}: {refused}")
 
 
 # -- parsing without the weights ----------------------------------------------------------------------
