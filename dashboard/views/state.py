@@ -98,16 +98,17 @@ def classifications() -> tuple[Classification, Classification]:
 
 
 def select(path: str | Path, name: str, source: str, digest: str | None = None,
-           progress: Progress | None = None) -> SelectedModel:
+           progress: Progress | None = None, from_browser: bool = True) -> SelectedModel:
     """Read the model at ``path`` and make it the selection (``digest`` when the caller already
     hashed the file, as an upload does, to avoid reading a large file twice; ``progress`` follows
     the hashing otherwise).
 
     Raises ``UserError``/``ModelError`` (one line, naming ``path`` as given, made absolute but with
     symlinks left as they are) when the file cannot be read as a model; the previous selection is
-    then untouched. A path or an upload (``UNTRUSTED_SOURCES``) not read before is read first in a
-    memory-limited child (``dashboard.intake.preflight``): one needing more than its limit is such
-    an error, and the server never tries it.
+    then untouched. A path or an upload (``UNTRUSTED_SOURCES``) ``from_browser`` not read before is
+    read first in a memory-limited child (``dashboard.intake.preflight``): one needing more than its
+    limit is such an error, and the server never tries it. The ``--model`` of the person who
+    started the server is not (``from_browser=False``): that check costs a second or two.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown model source {source!r}")
@@ -117,7 +118,7 @@ def select(path: str | Path, name: str, source: str, digest: str | None = None,
         digest = digest or file_digest(absolute, progress)
     except OSError as exc:
         raise UserError(f"{absolute}: cannot read it ({exc.strerror or exc})") from None
-    if source in UNTRUSTED_SOURCES and (digest, str(absolute)) not in _GRAPHS:
+    if from_browser and source in UNTRUSTED_SOURCES and (digest, str(absolute)) not in _GRAPHS:
         check_in_child(absolute)  # a model that would take the server's memory fails there, in one line
     _graph(digest, str(absolute))
     selected = SelectedModel(str(absolute), name, digest, source)
