@@ -210,3 +210,13 @@ def test_the_weight_free_structure_reader_keeps_the_caps(tmp_path, monkeypatch):
     monkeypatch.setenv(caps.MAX_NODES.env, "50")
     with pytest.raises(ModelError, match=r"over the limit of 50 \(QNN_LAB_MAX_NODES\)"):
         load_structure(path)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no memory limit on Windows (documented)")
+def test_limit_memory_makes_a_larger_allocation_fail_in_that_process_only():
+    code = ("from dashboard import platform\n"
+            "assert platform.limit_memory(300 << 20)\n"
+            "try:\n    bytearray(600 << 20)\nexcept MemoryError:\n    print('refused')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=CHILD_TIMEOUT)
+    assert done.stdout.strip() == "refused", done.stderr
+    assert bytearray(64 << 20)  # this process is not limited
