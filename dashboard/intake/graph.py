@@ -2,8 +2,8 @@
 
 ``ModelGraph`` is built by ``dashboard.intake.reader`` and read by the classifiers, partitions,
 plans and pages. Nodes carry their attributes and control-flow bodies decoded on first access from
-the parsed node (so the file is read exactly once, and a 20,000-node graph pays nothing for
-attributes nobody asks for); the producer/consumer index (``producers``, ``consumers``) is built
+a serialized copy of the parsed node (so the file is read exactly once, a 20,000-node graph pays
+nothing for attributes nobody asks for, and no node keeps protobuf's parse of the graph alive); the producer/consumer index (``producers``, ``consumers``) is built
 once per graph, on first use, and shared by every package that walks edges. ``ModelGraph.bodies``
 lists the control-flow bodies at any depth, for counts that must include what runs inside them.
 """
