@@ -353,3 +353,25 @@ def open_regular(path: str | os.PathLike) -> int:
         os.close(fd)
         raise OSError(f"{path} is not a regular file")
     return fd
+
+
+# -- a child's memory ---------------------------------------------------------------------------------
+def limit_memory(max_bytes: int) -> bool:
+    """Cap this process's data memory (heap and private anonymous mappings) at ``max_bytes``, so an
+    allocation past it fails (``MemoryError``, or the process dies) instead of the machine running
+    out and the kernel killing whatever is largest, often the dashboard's server. For a child that
+    reads one untrusted model and exits; call it first thing.
+
+    ``RLIMIT_DATA``, not ``RLIMIT_AS``: the reader maps the model file read-only, which counts in
+    the address space (a 3 GB model would need a 3 GB limit) but not in data (Linux 4.7 and
+    later). Returns whether a limit is in force: on Windows none is set (a job object with a
+    memory limit would do it, through ``ctypes``; not done yet), so there the reader's caps in
+    ``dashboard.intake.caps`` are the only bound."""
+    if WINDOWS:
+        return False
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    soft = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    return True

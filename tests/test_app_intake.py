@@ -151,6 +151,42 @@ def test_bad_path_shows_one_error_and_keeps_the_previous_model(app, tmp_path, ki
     assert not errors(at) and selected(at).name == SAMPLES[1].title
 
 
+def test_a_model_over_the_readers_memory_limit_is_one_error_and_keeps_the_previous_model(app, tmp_path,
+                                                                                          monkeypatch):
+    """The child that reads a path from the browser first runs under QNN_LAB_READ_MEMORY_MB; a model
+    needing more (a 300,000-node chain, about 350 MB) never reaches the server's own reader, and
+    an ordinary one still opens under the same limit."""
+    import hostile_models
+
+    big = hostile_models.relu_chain(tmp_path / "chain.onnx", 300_000)
+    small = tmp_path / "encoder.onnx"
+    small.write_bytes(sample_path("text_encoder.onnx").read_bytes())
+    monkeypatch.setenv("QNN_LAB_READ_MEMORY_MB", "200")
+    at = app().run()
+    before = selected(at)
+    open_path(at, big)
+    assert not at.exception
+    assert errors(at) == [f"{big}: needs more than 200 MB to read; refusing it to protect the server "
+                          "(limit QNN_LAB_READ_MEMORY_MB=200)"]
+    assert selected(at) == before
+    open_path(at, small)
+    assert not errors(at) and selected(at).path == str(small)
+
+
+def test_an_upload_over_the_readers_memory_limit_is_one_error_by_its_name(app, tmp_path, monkeypatch):
+    import hostile_models
+
+    data = hostile_models.relu_chain(tmp_path / "chain.onnx", 300_000).read_bytes()
+    monkeypatch.setenv("QNN_LAB_READ_MEMORY_MB", "200")
+    at = app().run()
+    before = selected(at)
+    upload(at, "chain.onnx", data)
+    assert not at.exception
+    assert errors(at) == ["chain.onnx: needs more than 200 MB to read; refusing it to protect the server "
+                          "(limit QNN_LAB_READ_MEMORY_MB=200)"]
+    assert selected(at) == before
+
+
 def test_empty_path_is_an_error(app):
     at = app().run()
     before = selected(at)

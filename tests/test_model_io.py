@@ -263,7 +263,7 @@ def test_every_attribute_type_matches_onnx_load(tmp_path):
 
 def test_attributes_decode_on_first_access_and_are_cached(tmp_path):
     node = load_model(zoo.save(_every_attribute_type(), tmp_path)).nodes[0]
-    assert "attributes" not in vars(node)  # loading decodes nothing
+    assert not node.decoded  # loading decodes nothing
     assert node.attributes is node.attributes and node.bodies is node.bodies
 
 

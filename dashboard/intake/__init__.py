@@ -8,6 +8,9 @@
   ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index and bodies;
 - ``wire``: the protobuf wire-format scanner the reader is built on; ``utf8``: the check that every
   string field is UTF-8 (a proto3 twin of onnx.proto);
+- ``caps``: the reader's caps on nodes, string sizes and structure bytes (environment variables);
+  ``preflight``: reading a model from the browser in a memory-limited child first; ``memo``: the
+  cache of parsed models bounded in bytes;
 - ``uploads``: uploaded models on the server (private folder, one copy per digest, quota, leases);
 - ``shapes``: default values for symbolic dimensions and the tensor shapes they imply;
 - ``samples``: the bundled sample models (``python -m dashboard.intake.samples DIR``);

@@ -2,8 +2,8 @@
 
 ``ModelGraph`` is built by ``dashboard.intake.reader`` and read by the classifiers, partitions,
 plans and pages. Nodes carry their attributes and control-flow bodies decoded on first access from
-the parsed node (so the file is read exactly once, and a 20,000-node graph pays nothing for
-attributes nobody asks for); the producer/consumer index (``producers``, ``consumers``) is built
+a serialized copy of the parsed node (so the file is read exactly once, a 20,000-node graph pays
+nothing for attributes nobody asks for, and no node keeps protobuf's parse of the graph alive); the producer/consumer index (``producers``, ``consumers``) is built
 once per graph, on first use, and shared by every package that walks edges. ``ModelGraph.bodies``
 lists the control-flow bodies at any depth, for counts that must include what runs inside them.
 """
@@ -134,15 +134,22 @@ class TensorValue(Initializer):
 AttributeValue = Union[int, float, str, bytes, TensorValue, "SubGraph", TensorSpec, list, None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """A node of the top-level graph or of a body. ``name`` is unique and stable within its graph
     (generated for unnamed or duplicate names, see ``stable_node_names``); ``onnx_name`` is the name
     as stored in the file.
 
-    ``proto`` is the node as parsed (large tensors already stripped). ``attributes`` and ``bodies``
-    are decoded from it on first access and cached: a 20,000-node graph pays nothing at load time
-    for attributes nobody asks for, and nothing ever reads the file again."""
+    ``encoded`` is the node as parsed (large tensors already stripped), serialized again, and only
+    for a node that has attributes; ``proto`` parses it on each access. ``attributes`` and
+    ``bodies`` are decoded from it on first access and cached: a 20,000-node graph pays nothing at
+    load time for attributes nobody asks for, and nothing ever reads the file again.
+
+    Why slots and bytes instead of the parsed ``NodeProto``: a node is built for every node of a
+    graph, and memory per node is what a hostile 2 M-node file multiplies. A parsed NodeProto
+    keeps the whole graph's protobuf arena alive (about 350 bytes a node, even for a Relu without
+    attributes), and an instance ``__dict__`` costs about 300 more; a slotted node with a
+    ``bytes`` copy of its attributes costs about 120 (see ``tests/test_intake_memory.py``)."""
 
     index: int
     name: str
@@ -152,32 +159,48 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     subgraphs: int
-    proto: NodeProto | None = field(default=None, repr=False, compare=False)
+    encoded: bytes | None = field(default=None, repr=False, compare=False)
+    _decoded: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def qualified_op(self) -> str:
         return self.op_type if self.domain in ("", "ai.onnx") else f"{self.domain}::{self.op_type}"
 
-    @cached_property
+    @property
+    def proto(self) -> NodeProto | None:
+        """The node's NodeProto (a new parse on each access), None for a node without attributes."""
+        return None if self.encoded is None else NodeProto.FromString(self.encoded)
+
+    @property
+    def decoded(self) -> bool:
+        """Whether ``attributes`` has been decoded (it is on first access)."""
+        return self._decoded is not None
+
+    @property
     def attributes(self) -> dict[str, AttributeValue]:
         """Attribute name -> plain value: int, float, str (bytes if not UTF-8), lists of those,
         ``TensorValue`` for tensors, ``SubGraph`` for graphs, ``TensorSpec`` for type attributes;
-        None for an attribute without a type."""
-        if self.proto is None:
-            return {}
-        return {a.name: _attribute_value(a) for a in self.proto.attribute}
+        None for an attribute without a type. Decoded once, then cached."""
+        if self._decoded is None:
+            proto = self.proto
+            attributes = {} if proto is None else {a.name: _attribute_value(a) for a in proto.attribute}
+            object.__setattr__(self, "_decoded", {"attributes": attributes})
+        return self._decoded["attributes"]
 
-    @cached_property
+    @property
     def bodies(self) -> dict[str, SubGraph]:
         """Subgraph bodies by attribute name (``then_branch``, ``body`` ...); the k-th graph of a
-        GRAPHS attribute holding several is ``name[k]``."""
-        bodies: dict[str, SubGraph] = {}
-        for name, value in self.attributes.items() if self.subgraphs else ():
-            graphs = [value] if isinstance(value, SubGraph) else [
-                v for v in value if isinstance(v, SubGraph)] if isinstance(value, list) else []
-            for k, graph in enumerate(graphs):
-                bodies[name + (f"[{k}]" if len(graphs) > 1 else "")] = graph
-        return bodies
+        GRAPHS attribute holding several is ``name[k]``. Decoded once, then cached."""
+        attributes = self.attributes
+        if "bodies" not in self._decoded:
+            bodies: dict[str, SubGraph] = {}
+            for name, value in attributes.items() if self.subgraphs else ():
+                graphs = [value] if isinstance(value, SubGraph) else [
+                    v for v in value if isinstance(v, SubGraph)] if isinstance(value, list) else []
+                for k, graph in enumerate(graphs):
+                    bodies[name + (f"[{k}]" if len(graphs) > 1 else "")] = graph
+            self._decoded["bodies"] = bodies
+        return self._decoded["bodies"]
 
 
 class _Edges(Protocol):
@@ -379,14 +402,36 @@ def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
 
 def build_nodes(protos) -> list[Node]:
     """``Node``s for the NodeProtos of one graph (top level or body), in order. Each field is read
-    from protobuf once (a read builds a new Python object): this runs for every node of a graph."""
-    protos = list(protos)
-    onnx_names, op_types = [n.name for n in protos], [n.op_type for n in protos]
-    names = stable_node_names(list(zip(onnx_names, op_types)))
-    return [built(Node, {"index": i, "name": names[i], "onnx_name": onnx_names[i], "op_type": op_types[i],
-                         "domain": n.domain, "inputs": tuple(n.input[:]), "outputs": tuple(n.output[:]),
-                         "subgraphs": sum(a.type in _GRAPH_ATTRIBUTES for a in attrs) if (attrs := n.attribute) else 0,
-                         "proto": n}) for i, n in enumerate(protos)]
+    from protobuf once (a read builds a new Python object): this runs for every node of a graph.
+    Op types and domains are shared (one ``"Relu"`` for 100,000 reads, not one each); tensor names
+    are not: doing so cost a third of the load time for 50 bytes a node."""
+    shared: dict[str, str] = {}
+    one = shared.setdefault
+    nodes = []
+    for i, n in enumerate(protos):  # one pass: a list of the NodeProto wrappers would cost 150 bytes a node
+        attrs, name, op_type, domain = n.attribute, n.name, n.op_type, n.domain
+        node = _NodeUnderConstruction(i, name, name, one(op_type, op_type), one(domain, domain), tuple(n.input),
+                                      tuple(n.output), sum(a.type in _GRAPH_ATTRIBUTES for a in attrs) if attrs else 0,
+                                      n.SerializeToString() if attrs else None)
+        node.__class__ = Node
+        nodes.append(node)
+    names = stable_node_names([(n.onnx_name, n.op_type) for n in nodes])
+    for node, name in zip(nodes, names):
+        if name is not node.name:  # unnamed or duplicate: the generated name (frozen after this)
+            object.__setattr__(node, "name", name)
+    return nodes
+
+
+class _NodeUnderConstruction:
+    """A ``Node`` being built: the same slots, set by a plain ``__init__``, then given the class
+    ``Node``. Why: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    three times the cost of plain slot stores (0.6 s for 200,000 nodes, against 0.2)."""
+
+    __slots__ = Node.__slots__
+
+    def __init__(self, index, name, onnx_name, op_type, domain, inputs, outputs, subgraphs, encoded) -> None:
+        self.index, self.name, self.onnx_name, self.op_type, self.domain = index, name, onnx_name, op_type, domain
+        self.inputs, self.outputs, self.subgraphs, self.encoded, self._decoded = inputs, outputs, subgraphs, encoded, None
 
 
 def build_subgraph(graph: GraphProto) -> SubGraph:

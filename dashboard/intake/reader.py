@@ -25,16 +25,17 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, GraphProto, ModelProto, TensorProto
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
 from dashboard.errors import ModelError
-from dashboard.intake import utf8
+from dashboard.intake import caps, utf8
 from dashboard.intake.graph import (MS_DOMAIN, SMALL_TENSOR_BYTES, Initializer, ModelGraph, Node, build_nodes,
                                     sparse_header, tensor_header, value_spec)
-from dashboard.intake.wire import LENGTH, Field, WireError, encode_length_delimited, split_message
+from dashboard.intake.wire import LENGTH, Field, WireError, count_fields, encode_length_delimited, split_message
 
 # ModelProto / GraphProto / TensorProto field numbers (onnx.proto).
 _MODEL_GRAPH = 7
+_GRAPH_NODE = 1
 _GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER = 5, 15
 _GRAPH_WEIGHTS = frozenset({_GRAPH_INITIALIZER, _GRAPH_SPARSE_INITIALIZER})
 _TENSOR_DATA_FIELDS = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64
@@ -72,21 +73,39 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     Raises ``ModelError`` with a one-line explanation, naming ``path`` as given, for anything that
     is not a readable, well-formed ONNX model (missing, empty, truncated, archive, directory, pipe
     or device, symlink loop, nested beyond protobuf's limit, cycles, dangling inputs or outputs, no
-    outputs, text that is not UTF-8, external data outside the model's folder).
+    outputs, text that is not UTF-8, external data outside the model's folder), and for a model
+    over one of the caps of ``dashboard.intake.caps`` (nodes, one string's size, structure bytes),
+    checked before or while protobuf parses it.
     """
     model_path = Path(path)
+    try:
+        return _load(model_path)
+    except caps.CapExceeded as exc:
+        raise ModelError(f"{model_path}: {exc.message()}") from None
+
+
+def _load(model_path: Path) -> ModelGraph:
     size = model_file_size(model_path)
+    for cap in caps.CAPS:
+        cap.limit()  # a malformed setting is its own one-line error, before the file is mapped
+    refused = None
     with _mapped(model_path) as buf:
         _refuse_known_non_onnx(model_path, buf)
         try:
             with _gc_paused():
                 parsed = _parse(buf)
+        except caps.CapExceeded as exc:  # raised below, once the frames holding views of the mapping are gone
+            parsed, refused = None, exc.message()
         except (WireError, DecodeError) as exc:
+            if "alloc failed" in str(exc):  # protobuf's arena out of memory: the machine's limit, not the file
+                raise MemoryError(str(exc)) from None
             if _looks_like_text(buf):
                 raise ModelError(f"{model_path}: is a text file, not an ONNX protobuf") from None
             raise ModelError(f"{model_path}: not a valid ONNX file (truncated or corrupt: {exc})") from None
         except RecursionError:  # raised below, once the frames holding views of the mapping are gone
             parsed = None
+    if refused is not None:
+        raise ModelError(f"{model_path}: {refused}")
     if parsed is None:
         raise ModelError(f"{model_path}: not a valid ONNX file (messages nested thousands deep, far beyond what "
                          "protobuf parses)")
@@ -201,10 +220,14 @@ def load_structure(path: str | os.PathLike) -> ModelProto:
     """The model as an ``onnx.ModelProto`` without weight data: small initializers whole (shape
     inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
     For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
-    ``load_model`` first: this assumes a file it accepted."""
+    ``load_model`` first: this assumes a file it accepted (a cap lowered since is its ``ModelError``)."""
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, \
             memoryview(mapped) as buf:
-        return _parse(buf, keep_initializers=True).model
+        try:
+            return _parse(buf, keep_initializers=True).model
+        except caps.CapExceeded as exc:  # raised below, once the frames holding views of the mapping are gone
+            refused = exc.message()
+    raise ModelError(f"{path}: {refused}")
 
 
 # -- parsing without the weights ----------------------------------------------------------------------
@@ -219,6 +242,7 @@ class _Parsed:
     initializers: list[Initializer] = field(default_factory=list)
     sparse: list[onnx.SparseTensorProto] = field(default_factory=list)
     buffers: list[tuple[str, bytes]] = field(default_factory=list)
+    nodes: int = 0  # counted so far: top-level graph, functions, training graphs (bodies: ``_build``)
 
 
 def _parse(buf, keep_initializers: bool = False) -> _Parsed:
@@ -230,17 +254,35 @@ def _parse(buf, keep_initializers: bool = False) -> _Parsed:
     top = split_message(buf, 0, len(buf), frozenset({_MODEL_GRAPH}), SMALL_TENSOR_BYTES)
     rest = _joined(buf, top, _MODEL, frozenset({_MODEL_GRAPH}))
     parsed = _Parsed(ModelProto.FromString(rest), buffers=[("ModelProto", rest)])
+    nodes = sum(len(f.node) for f in parsed.model.functions)
+    nodes += sum(len(t.initialization.node) + len(t.algorithm.node) for t in parsed.model.training_info)
+    caps.check(caps.MAX_NODES, nodes)
+    structure = len(rest)
     graph = parsed.model.graph  # parsed in place: copying a 20,000-node graph afterwards costs ~50 ms
     graph_fields = [f for f in top if isinstance(f, Field) and f.number == _MODEL_GRAPH and f.wire_type == LENGTH]
     if graph_fields:
         graph.SetInParent()
     for graph_field in graph_fields:
+        nodes += _counted_nodes(buf, graph_field, nodes)
         pieces = split_message(buf, graph_field.value_start, graph_field.end, _GRAPH_WEIGHTS, SMALL_TENSOR_BYTES)
         _read_weights(buf, pieces, parsed, keep_initializers)
         data = _joined(buf, pieces, _GRAPH, _GRAPH_WEIGHTS)
+        structure += len(data)
+        caps.check(caps.MAX_GRAPH_BYTES, structure)
         graph.MergeFromString(data)
         parsed.buffers.append(("GraphProto", data))
+    parsed.nodes = nodes
     return parsed
+
+
+def _counted_nodes(buf, graph: Field, before: int) -> int:
+    """The nodes of the top-level ``graph`` field, counted on the wire before protobuf parses them
+    (``before``: nodes counted elsewhere); over ``MAX_NODES`` in all is ``CapExceeded`` as soon as
+    the count passes it, so a 2 M-node file costs a fraction of a second and no memory."""
+    limit = caps.MAX_NODES.limit()
+    found = before + count_fields(buf, graph.value_start, graph.end, _GRAPH_NODE, max(limit - before, 0))
+    caps.check(caps.MAX_NODES, found, at_least=True)
+    return found - before
 
 
 def _read_weights(buf, pieces: list[slice | Field], parsed: _Parsed, keep: bool) -> None:
@@ -293,7 +335,9 @@ def _stripped(buf, start: int, end: int, kind: int) -> bytes:
 
 def _joined(buf, pieces: list[slice | Field], kind: int, drop: frozenset[int]) -> bytes:
     """The pieces of a ``kind`` message (``split_message``) put back together without the fields
-    in ``drop``, each large field that may hold tensors stripped by ``_stripped``."""
+    in ``drop``, each large field that may hold tensors stripped by ``_stripped``. A large field
+    kept as it is holds a string or bytes: over ``MAX_STRING_BYTES`` it is ``CapExceeded``, and so
+    is a result over ``MAX_GRAPH_BYTES``, both before anything is copied."""
     parts = []
     for piece in pieces:
         if isinstance(piece, slice):
@@ -301,16 +345,19 @@ def _joined(buf, pieces: list[slice | Field], kind: int, drop: frozenset[int]) -
         elif piece.number not in drop:
             inner = _TENSOR_PATHS.get(kind, {}).get(piece.number)
             if inner is None or piece.wire_type != LENGTH:
-                parts.append(buf[piece.start:piece.end])  # a long doc string, say: no tensor inside
+                if piece.wire_type == LENGTH:  # a long doc string, say: no tensor inside
+                    caps.check(caps.MAX_STRING_BYTES, piece.end - piece.value_start)
+                parts.append(buf[piece.start:piece.end])
             else:
                 parts.append(encode_length_delimited(piece.number, _stripped(buf, piece.value_start, piece.end, inner)))
+    caps.check(caps.MAX_GRAPH_BYTES, sum(map(len, parts)))
     return b"".join(parts)
 
 
 def _initializer_header(buf, start: int, end: int) -> tuple[TensorProto, int]:
     """The large initializer at ``buf[start:end]`` without its data, and the byte size of any
     string data skipped."""
-    pieces = split_message(buf, start, end, _TENSOR_DATA_FIELDS, end - start)
+    pieces = split_message(buf, start, end, _TENSOR_DATA_FIELDS, SMALL_TENSOR_BYTES)
     header = TensorProto.FromString(_joined(buf, pieces, _TENSOR, _TENSOR_DATA_FIELDS))
     strings = sum(p.end - p.value_start for p in pieces if isinstance(p, Field) and p.number == _TENSOR_STRING_DATA)
     return header, strings
@@ -423,6 +470,7 @@ def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
     if "ai.onnx" in opsets and "" not in opsets:
         opsets[""] = opsets.pop("ai.onnx")
     nodes = build_nodes(graph.node)
+    caps.check(caps.MAX_NODES, parsed.nodes + sum(_body_nodes(n.proto) for n in nodes if n.subgraphs))
     listed_inputs = [value_spec(v) for v in graph.input]
     built = ModelGraph(
         path=str(path),
@@ -442,6 +490,13 @@ def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
     built.topo_order = _topological_order(path, built)
     _check_outputs(path, built)
     return built
+
+
+def _body_nodes(node: NodeProto) -> int:
+    """The nodes inside ``node``'s control-flow bodies, at any depth, counted on the parsed protos
+    (before any body is built: bodies are built on first access)."""
+    graphs = [g for a in node.attribute for g in ([a.g] if a.HasField("g") else []) + list(a.graphs)]
+    return sum(len(g.node) + sum(_body_nodes(n) for n in g.node if n.attribute) for g in graphs)
 
 
 def _check_outputs(path: Path, graph: ModelGraph) -> None:

@@ -125,6 +125,37 @@ def split_message(buf, start: int, end: int, special: frozenset[int], large: int
     return pieces
 
 
+def count_fields(buf, start: int, end: int, number: int, at_most: int) -> int:
+    """How many fields numbered ``number`` the message in ``buf[start:end]`` holds (its own fields,
+    not those of sub-messages), or ``at_most + 1`` as soon as there are more than ``at_most``. Why: the reader counts a graph's nodes before protobuf parses them,
+    so a hostile count is refused before it costs memory. Nothing is built per field; the common
+    case (a one-byte tag of a length-delimited field, a length of up to two bytes) is decoded inline
+    as in ``split_message``."""
+    count, pos = 0, start
+    while pos < end:
+        tag = buf[pos]
+        if _LENGTH_TAGS[tag] and pos + 2 < end:
+            length, value_start = buf[pos + 1], pos + 2
+            if length >= 0x80:
+                if buf[pos + 2] >= 0x80:
+                    field = _next_field(buf, pos, end)
+                    count += field.number == number
+                    pos = field.end
+                    continue
+                length, value_start = length & 0x7F | buf[pos + 2] << 7, pos + 3
+            if value_start + length > end:
+                raise WireError("field runs past the end of the message")
+            count += tag >> 3 == number
+            if count > at_most:
+                return count
+            pos = value_start + length
+            continue
+        field = _next_field(buf, pos, end)
+        count += field.number == number
+        pos = field.end
+    return count
+
+
 def rewrite_message(buf, start: int, end: int, fields: frozenset[int],
                     edit: Callable[[Field], bytes | None]) -> bytes:
     """The message in ``buf[start:end]`` with each field whose number is in ``fields`` replaced by

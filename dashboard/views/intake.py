@@ -112,7 +112,7 @@ def _select_at_startup(model: str | None) -> None:
         else:
             st.session_state[_MODE] = PATH
             st.session_state[_PATH] = model
-            if _attempt(model, Path(model).name or model, "path"):
+            if _attempt(model, Path(model).name or model, "path", from_browser=False):
                 return
     if SAMPLES:  # a successful attempt leaves the error of a failed --model in place
         _attempt(sample_path(SAMPLES[0].file_name), SAMPLES[0].title, "sample")
@@ -127,12 +127,15 @@ def _sample_for(path: Path):
     return None
 
 
-def _attempt(path: str | Path, name: str, source: str, lease: uploads.Lease | None = None) -> bool:
+def _attempt(path: str | Path, name: str, source: str, lease: uploads.Lease | None = None,
+             from_browser: bool = True) -> bool:
     """Select the model at ``path``; on success the session keeps ``lease`` (an upload's) in
-    place of the previous one, which releases that upload."""
+    place of the previous one, which releases that upload. A path or an upload ``from_browser``
+    is read in a memory-limited child first (``state.select``); the ``--model`` argument is not."""
     try:
         with st.spinner(f"Reading {md(name, 60)}…", show_time=True):
-            state.select(path, name, source, digest=lease.digest if lease else None, progress=_hash_progress(name))
+            state.select(path, name, source, digest=lease.digest if lease else None, progress=_hash_progress(name),
+                         from_browser=from_browser)
     except UserError as exc:
         message = str(exc)
         if lease is not None:  # the user knows the file by its name, not by our storage path

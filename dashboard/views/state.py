@@ -29,6 +29,8 @@ from dashboard.classify.verdicts import Classification
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.digest import Progress, file_digest
+from dashboard.intake.memo import MODEL_CACHE_MB, SizedCache, graph_bytes
+from dashboard.intake.preflight import check_in_child
 from dashboard.intake.reader import load_model, model_file_size
 from dashboard.views.safe import md
 
@@ -47,9 +49,14 @@ class SelectedModel:
     source: str  # one of SOURCES
 
 
-@st.cache_resource(max_entries=CACHE_ENTRIES, show_spinner=False)
+_GRAPHS: SizedCache[ModelGraph] = SizedCache(lambda: MODEL_CACHE_MB.limit() << 20, graph_bytes)
+UNTRUSTED_SOURCES = ("path", "upload")  # from the browser: read in a memory-limited child first
+
+
 def _graph(digest: str, path: str) -> ModelGraph:
-    return load_model(path)
+    """The parsed model, shared by every session; bounded in bytes (``QNN_LAB_MODEL_CACHE_MB``),
+    not entries, so a closed session's large model does not stay alive beyond that bound."""
+    return _GRAPHS.get((digest, path), lambda: load_model(path))
 
 
 @st.cache_resource(max_entries=CACHE_ENTRIES, show_spinner="Classifying…")
@@ -91,14 +98,17 @@ def classifications() -> tuple[Classification, Classification]:
 
 
 def select(path: str | Path, name: str, source: str, digest: str | None = None,
-           progress: Progress | None = None) -> SelectedModel:
+           progress: Progress | None = None, from_browser: bool = True) -> SelectedModel:
     """Read the model at ``path`` and make it the selection (``digest`` when the caller already
     hashed the file, as an upload does, to avoid reading a large file twice; ``progress`` follows
     the hashing otherwise).
 
     Raises ``UserError``/``ModelError`` (one line, naming ``path`` as given, made absolute but with
     symlinks left as they are) when the file cannot be read as a model; the previous selection is
-    then untouched.
+    then untouched. A path or an upload (``UNTRUSTED_SOURCES``) ``from_browser`` not read before is
+    read first in a memory-limited child (``dashboard.intake.preflight``): one needing more than its
+    limit is such an error, and the server never tries it. The ``--model`` of the person who
+    started the server is not (``from_browser=False``): that check costs a second or two.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown model source {source!r}")
@@ -108,6 +118,8 @@ def select(path: str | Path, name: str, source: str, digest: str | None = None,
         digest = digest or file_digest(absolute, progress)
     except OSError as exc:
         raise UserError(f"{absolute}: cannot read it ({exc.strerror or exc})") from None
+    if from_browser and source in UNTRUSTED_SOURCES and (digest, str(absolute)) not in _GRAPHS:
+        check_in_child(absolute)  # a model that would take the server's memory fails there, in one line
     _graph(digest, str(absolute))
     selected = SelectedModel(str(absolute), name, digest, source)
     st.session_state[_SELECTED] = selected
