@@ -10,7 +10,6 @@ import base64
 import http.client
 import json
 import os
-import pwd
 import secrets
 import shutil
 import socket
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, running_app
+from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, running_app, stop_process
 
 from dashboard import access
 from dashboard.errors import UserError
@@ -297,7 +296,7 @@ def intruder():
     subprocess.run(["userdel", "-r", INTRUDER], capture_output=True)
     subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True)
     try:
-        yield pwd.getpwnam(INTRUDER)
+        yield INTRUDER
     finally:
         subprocess.run(["userdel", INTRUDER], capture_output=True)
 
@@ -328,12 +327,7 @@ def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):
         assert found["environ"].startswith("refused")
         assert token not in found["cmdline"]
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        stop_process(server, grace=20)
 
 
 # -- in a browser ----------------------------------------------------------------------------------
@@ -379,8 +373,7 @@ def test_a_page_on_another_loopback_port_cannot_drive_a_signed_in_dashboard(gate
             finally:
                 browser.close()
     finally:
-        evil.terminate()
-        evil.wait(timeout=10)
+        stop_process(evil)
 
 
 def test_dns_rebinding_in_a_browser_gets_nothing(gated):
@@ -427,9 +420,4 @@ def test_a_page_served_without_the_gate_refuses_to_draw(tmp_path):
             finally:
                 browser.close()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        stop_process(server, grace=20)

@@ -7,6 +7,7 @@ environment carries the test's own marker (inherited from the command the test s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,42 +78,11 @@ def test_no_orphan_left_after_a_signal_to_the_cli_during_a_timeline(tmp_path, ho
     assert wait_for(lambda: not list((tmp_path / "tmp").glob("qnn-lab-*")), 10), "a scratch folder outlived its job"
 
 
-def test_closing_the_browser_stops_the_session_s_worker_mid_compile(tmp_path):
-    """The Partitions page analyses a 4,000-node decoder (the HTP compile alone takes well over
-    half a minute here, without a progress event in between); the tab is closed while QNN
-    compiles. The session's worker is stopped at once, not when the compile would have ended,
-    and the dashboard keeps serving."""
-    from e2e_helpers import launch_chromium, require_chromium, running_app
-    from playwright.sync_api import sync_playwright
-
-    require_chromium()
-    model = tmp_path / "decoder_4k.onnx"
-    onnx.save(build_decoder(4000), model)
-    mark, env = marked_env(tmp_path)
-    with running_app("--model", str(model), env={k: env[k] for k in (MARK, "TMPDIR", "QNN_LAB_CACHE")}) as app, \
-            sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        page = browser.new_page()
-        app.open(page, "partitions")
-        page.get_by_text("creating the HTP session").first.wait_for(timeout=120_000)
-        workers = [p for p in processes_with_env(MARK, mark) if p != app.process.pid]
-        assert workers, "the page started no worker"
-        time.sleep(2)  # QNN is compiling now
-        closed = time.monotonic()
-        browser.close()
-        assert wait_for(lambda: not any(alive(pid) for pid in workers), 15), "the worker outlived the session"
-        stopped_after = time.monotonic() - closed
-        with urllib.request.urlopen(f"{app.url}_stcore/health", timeout=10) as response:
-            assert response.read().strip() == b"ok"
-    assert wait_for(lambda: not list((tmp_path / "tmp").glob("qbl-partition-*")), 10)
-    print(f"worker stopped {stopped_after:.1f} s after the browser closed")
-
-
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signalled_server_stops_its_sessions_workers(tmp_path, how):
-    """SIGTERM or SIGHUP (its terminal closed) to the web server while a session's worker compiles:
-    the worker must not outlive the server, whatever path the server's end takes (a graceful
-    shutdown that releases the sessions, or the worker noticing its pipe close)."""
+@contextlib.contextmanager
+def compiling_session(tmp_path: Path):
+    """``(app, browser, workers)``: the dashboard serving a 4,000-node decoder (the HTP compile
+    alone takes well over half a minute here, without a progress event in between), its
+    Partitions page open in Chromium and its worker compiling; all stopped when the block ends."""
     from e2e_helpers import launch_chromium, require_chromium, running_app
     from playwright.sync_api import sync_playwright
 
@@ -129,8 +99,32 @@ def test_a_signalled_server_stops_its_sessions_workers(tmp_path, how):
             page.get_by_text("creating the HTP session").first.wait_for(timeout=120_000)
             workers = [p for p in processes_with_env(MARK, mark) if p != app.process.pid]
             assert workers, "the page started no worker"
-            app.process.send_signal(how)
-            app.process.wait(timeout=60)
+            yield app, browser, workers
         finally:
             browser.close()
+
+
+def test_closing_the_browser_stops_the_session_s_worker_mid_compile(tmp_path):
+    """The tab is closed while QNN compiles: the session's worker is stopped at once, not when the
+    compile would have ended, and the dashboard keeps serving."""
+    with compiling_session(tmp_path) as (app, browser, workers):
+        time.sleep(2)  # QNN is compiling now
+        closed = time.monotonic()
+        browser.close()
+        assert wait_for(lambda: not any(alive(pid) for pid in workers), 15), "the worker outlived the session"
+        stopped_after = time.monotonic() - closed
+        with urllib.request.urlopen(f"{app.url}_stcore/health", timeout=10) as response:
+            assert response.read().strip() == b"ok"
+    assert wait_for(lambda: not list((tmp_path / "tmp").glob("qbl-partition-*")), 10)
+    print(f"worker stopped {stopped_after:.1f} s after the browser closed")
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signalled_server_stops_its_sessions_workers(tmp_path, how):
+    """SIGTERM or SIGHUP (its terminal closed) to the web server while a session's worker compiles:
+    the worker must not outlive the server, whatever path the server's end takes (a graceful
+    shutdown that releases the sessions, or the worker noticing its pipe close)."""
+    with compiling_session(tmp_path) as (app, _browser, workers):
+        app.process.send_signal(how)
+        app.process.wait(timeout=60)
     assert wait_for(lambda: not any(alive(pid) for pid in workers), 15), "a worker outlived the server"

@@ -6,6 +6,7 @@ holds one upload's bytes (Streamlit's own copy), not two per upload."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import os
@@ -351,6 +352,35 @@ def _write_big_model(path: Path, seed: int) -> int:
     return path.stat().st_size
 
 
+@contextlib.contextmanager
+def upload_page(root: Path):
+    """``(app, page, upload)``: the dashboard storing uploads in ``root``, open in Chromium on the
+    sidebar's Upload mode; ``upload(path)`` uploads a file and waits for the page to settle."""
+    from e2e_helpers import launch_chromium, require_chromium, running_app, wait_for_idle
+
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with running_app("--model", "samples/cnn_classifier.onnx", env={uploads.ENV_DIR: str(root)}) as app, \
+            sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            app.open(page)
+            wait_for_idle(page)
+            page.locator('[data-testid="stSidebar"] [data-testid="stButtonGroup"]').get_by_text(
+                "Upload", exact=True).click()
+            wait_for_idle(page)
+
+            def upload(path: Path) -> None:
+                page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(str(path))
+                wait_for_idle(page, timeout=180)
+
+            yield app, page, upload
+        finally:
+            browser.close()
+
+
 def _private_mb(pid: int) -> int:
     """Anonymous resident memory: what the server's own objects hold. File pages mapped by the
     Netron viewer are page cache, shared and reclaimable, so they are left out."""
@@ -364,38 +394,23 @@ def test_server_keeps_one_copy_of_an_upload_not_two_per_upload(tmp_path):
     upload held; now the upload is streamed to disk and only Streamlit's copy of the file shown
     in the uploader remains, replaced (not added to) by the next one. (RssAnon: the file pages the
     Netron viewer maps are page cache, not the server's memory.)"""
-    from e2e_helpers import launch_chromium, require_chromium, running_app, wait_for_idle
-
-    require_chromium()
-    from playwright.sync_api import sync_playwright
+    from e2e_helpers import wait_for_idle
 
     files = [tmp_path / f"big_{i}.onnx" for i in range(UPLOADS)]
     size_mb = _write_big_model(files[0], 0) >> 20
     for i, path in enumerate(files[1:], 1):
         _write_big_model(path, i)
-    env = {uploads.ENV_DIR: str(tmp_path / "uploads")}
-    with running_app("--model", "samples/cnn_classifier.onnx", env=env) as app, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            app.open(page)
-            wait_for_idle(page)
-            page.locator('[data-testid="stSidebar"] [data-testid="stButtonGroup"]').get_by_text(
-                "Upload", exact=True).click()
-            wait_for_idle(page)
-            before = _private_mb(app.process.pid)
-            held = []
-            for path in files:
-                page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(str(path))
-                wait_for_idle(page, timeout=180)
-                assert path.name in page.locator('[data-testid="stSidebar"]').inner_text(), app.log_text()[-2000:]
-                # One more run (Streamlit's "r" shortcut): the previous upload's widget value lives in
-                # the session state until the next run starts, so a copy may outlive a run by one.
-                page.locator('[data-testid="stMain"]').press("r")
-                wait_for_idle(page, timeout=180)
-                held.append(_private_mb(app.process.pid) - before)
-        finally:
-            browser.close()
+    with upload_page(tmp_path / "uploads") as (app, page, upload):
+        before = _private_mb(app.process.pid)
+        held = []
+        for path in files:
+            upload(path)
+            assert path.name in page.locator('[data-testid="stSidebar"]').inner_text(), app.log_text()[-2000:]
+            # One more run (Streamlit's "r" shortcut): the previous upload's widget value lives in
+            # the session state until the next run starts, so a copy may outlive a run by one.
+            page.locator('[data-testid="stMain"]').press("r")
+            wait_for_idle(page, timeout=180)
+            held.append(_private_mb(app.process.pid) - before)
     stored = list((tmp_path / "uploads").glob("*/model.onnx"))
     assert stored == []  # the stopped server removed what its sessions held
     assert held[-1] < 1.5 * size_mb, held  # one copy (Streamlit's), not two per upload
@@ -410,28 +425,10 @@ def test_a_signalled_server_removes_the_uploads_its_sessions_hold(tmp_path, how)
     shutdown, so an upload a session holds is still removed."""
     import signal
 
-    from e2e_helpers import launch_chromium, require_chromium, running_app, wait_for_idle
-
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
     root = tmp_path / "uploads"
-    with running_app("--model", "samples/cnn_classifier.onnx", env={uploads.ENV_DIR: str(root)}) as app, \
-            sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            app.open(page)
-            wait_for_idle(page)
-            page.locator('[data-testid="stSidebar"] [data-testid="stButtonGroup"]').get_by_text(
-                "Upload", exact=True).click()
-            wait_for_idle(page)
-            page.locator('[data-testid="stSidebar"] input[type="file"]').set_input_files(
-                str(sample_path("text_encoder.onnx")))
-            wait_for_idle(page, timeout=180)
-            assert list(root.glob("*/model.onnx")), "the upload was not stored"
-            app.process.send_signal(getattr(signal, how))
-            app.process.wait(timeout=60)
-        finally:
-            browser.close()
+    with upload_page(root) as (app, _page, upload):
+        upload(sample_path("text_encoder.onnx"))
+        assert list(root.glob("*/model.onnx")), "the upload was not stored"
+        app.process.send_signal(getattr(signal, how))
+        app.process.wait(timeout=60)
     assert list(root.glob("*/model.onnx")) == []
