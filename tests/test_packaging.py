@@ -27,6 +27,13 @@ def test_every_package_of_the_checkout_is_listed_for_the_wheel():
     assert set(CHECKOUT_PACKAGES) == set(listed) - {"dashboard.samples"}
 
 
+def test_the_top_level_worker_requirements_are_the_package_s_copy():
+    """One list: ``device install`` ships the package's file (package data, there installed too);
+    the top-level one is for a manual ``pip install -r`` in a checkout and must say the same."""
+    packaged = ROOT / "dashboard" / "runtime" / "requirements-worker.txt"
+    assert (ROOT / "requirements-worker.txt").read_bytes() == packaged.read_bytes()
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """The wheel, built from a copy of the checkout's sources, installed without dependencies into
@@ -45,6 +52,7 @@ def installed(tmp_path_factory) -> Path:
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "dashboard").rglob("*.py")}
     assert sources <= names, sorted(sources - names)[:5]
     assert {f"dashboard/samples/{p.name}" for p in (ROOT / "samples").glob("*.onnx")} <= names
+    assert "dashboard/runtime/requirements-worker.txt" in names  # what device install ships
 
     env_dir = tmp / "env"
     venv.create(env_dir, with_pip=False)
