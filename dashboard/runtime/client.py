@@ -46,7 +46,11 @@ from dashboard.serde import Record, SchemaError, dumps, load
 if TYPE_CHECKING:
     from dashboard.messages import ProgressEvent, WorkerHello
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# The folder that holds the ``dashboard`` package: the checkout, or ``site-packages`` once the wheel
+# is installed. A local worker finds the package through it (``PYTHONPATH``: another interpreter,
+# ``local?python=PATH``, has not installed it). ``PROJECT_ROOT`` is the older name the tests use.
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = PACKAGE_PARENT
 CHUNK = 4 << 20
 STOP_GRACE = 3.0  # seconds a worker gets to exit by itself once its stdin is closed, before it is killed
 STDERR_TAIL = 40  # lines of a worker's stderr kept for its crash report
@@ -73,15 +77,31 @@ class WorkerVersionError(WorkerProtocolError):
 
 
 def local_worker_argv() -> list[str]:
-    """This machine's worker: the same interpreter, the package from this checkout."""
+    """This machine's worker: the same interpreter, the package this process imported."""
     return [sys.executable, "-m", "dashboard.runtime.worker"]
 
 
 def _local_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def worker_cwd() -> Path:
+    """A local worker's working directory: ``<QNN_LAB_CACHE>/worker`` (``~/.cache/qnn-backend-lab``
+    by default), this user's own folder. Why a folder of its own: ``python -m`` puts the working
+    directory first on ``sys.path``, so a shared one (``/tmp``) could shadow the package or numpy,
+    and the EP writes the dumps a terminal asked for without a folder (``dump_json_qnn_graph=1``)
+    there, which must land neither in ``site-packages`` nor in the checkout. The worker itself
+    uses absolute paths and makes its scratch folders under the temp folder
+    (``dashboard.runtime.scratch``). If that folder cannot be made, the package's parent."""
+    try:
+        folder = Path(os.environ.get("QNN_LAB_CACHE") or Path.home() / ".cache" / "qnn-backend-lab") / "worker"
+        folder.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError):  # RuntimeError: no home folder can be found
+        return PACKAGE_PARENT
+    return folder
 
 
 # -- ownership ------------------------------------------------------------------------------------
@@ -199,7 +219,7 @@ class WorkerClient:
             return self
         try:
             proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=_local_env(), cwd=str(PROJECT_ROOT), **platform.detached_group())
+                                    env=_local_env(), cwd=str(worker_cwd()), **platform.detached_group())
         except OSError as exc:
             self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
             return self
