@@ -8,11 +8,20 @@ options only, the destination after ``--``, every remote word ``shlex.quote``d: 
 reaches a shell unchecked):
 
 1. check the device's Python (3.11+, with the ``venv`` module) and where the venv will be;
-2. build this project's wheel here (``pip wheel --no-deps``);
+2. build this project's wheel here (``build_wheel``: from a checkout, or from the installed package);
 3. create the venv (``python3 -m venv``) unless it exists;
 4. send the wheel and the requirements as a tar stream into a staging folder of the venv;
 5. ``pip install`` the requirements and the wheel there, then remove the staging folder;
 6. start the new worker once and read its greeting, so a URL is printed only when it works.
+
+Installed = checkout: what is shipped is the package this process runs. In a checkout (the
+package's parent holds ``pyproject.toml``, also an editable install) the wheel is built as
+``pyproject.toml`` declares it, from a copy of the sources. From an installed wheel there are no
+sources to build, so the installed distribution is packed back into a wheel: the files its
+``RECORD`` lists (``importlib.metadata``), byte for byte, with a fresh ``RECORD`` and no build
+backend (a device install must not need setuptools or an index here). The requirements come from
+the package either way (``dashboard/runtime/requirements-worker.txt``, package data; the checkout's
+top-level copy is checked identical by ``tests/test_packaging.py``).
 
 Progress goes to ``progress`` (the CLI prints it on stderr); any failure is one ``UserError``
 line quoting the device's own last words (pip's ``ERROR:`` line, ssh's reason).
@@ -20,8 +29,11 @@ line quoting the device's own last words (pip's ``ERROR:`` line, ssh's reason).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import hashlib
+import importlib.metadata
 import io
 import json
 import re
@@ -32,14 +44,16 @@ import sys
 import tarfile
 import tempfile
 import threading
+import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from dashboard.errors import UserError
-from dashboard.runtime.client import PROJECT_ROOT
+from dashboard.runtime.client import PACKAGE_PARENT
 from dashboard.runtime.devices import Device
 
-WORKER_REQUIREMENTS = PROJECT_ROOT / "requirements-worker.txt"
+WORKER_REQUIREMENTS = Path(__file__).with_name("requirements-worker.txt")  # package data, in both layouts
+DISTRIBUTION = "qnn-backend-lab"
 DEFAULT_VENV = "qnn-backend-lab/venv"  # relative paths are under the device user's home
 STAGING = ".install"  # inside the venv; removed after pip ran
 WHEEL_FILES = ("pyproject.toml", "README.md")  # what the build reads (tests/test_packaging.py copies the same)
@@ -72,16 +86,24 @@ def check_venv_path(venv: str) -> str:
 
 # -- the wheel ------------------------------------------------------------------------------------------
 def build_wheel(out_dir: Path, progress: Progress = lambda line: None) -> Path:
-    """This project's wheel (``pip wheel --no-deps``) in ``out_dir``: the ``dashboard`` package as
-    ``pyproject.toml`` declares it, dependencies left to ``requirements-worker.txt``. Built from a
-    copy of the sources, so the checkout gets no ``build/`` or ``*.egg-info`` folder."""
-    progress(f"building the wheel of {PROJECT_ROOT}")
+    """The wheel of the package this process runs, in ``out_dir``: built from the checkout it
+    sits in, or packed from its installed files (see the module's docstring)."""
+    if (PACKAGE_PARENT / "pyproject.toml").is_file():
+        return _build_checkout_wheel(out_dir, progress)
+    return _pack_installed_wheel(out_dir, progress)
+
+
+def _build_checkout_wheel(out_dir: Path, progress: Progress) -> Path:
+    """``pip wheel --no-deps`` of the checkout: the ``dashboard`` package as ``pyproject.toml``
+    declares it, dependencies left to ``requirements-worker.txt``. Built from a copy of the
+    sources, so the checkout gets no ``build/`` or ``*.egg-info`` folder."""
+    progress(f"building the wheel of {PACKAGE_PARENT}")
     with tempfile.TemporaryDirectory(prefix="qnn-lab-wheel-") as scratch:
         source = Path(scratch)
         for name in WHEEL_FILES:
-            shutil.copy(PROJECT_ROOT / name, source / name)
+            shutil.copy(PACKAGE_PARENT / name, source / name)
         for name in WHEEL_FOLDERS:
-            shutil.copytree(PROJECT_ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(PACKAGE_PARENT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
                                "--disable-pip-version-check", "-w", str(out_dir), str(source)],
                               capture_output=True, text=True, timeout=600)
@@ -91,6 +113,48 @@ def build_wheel(out_dir: Path, progress: Progress = lambda line: None) -> Path:
     if not wheels:
         raise UserError(f"pip wheel wrote no qnn_backend_lab wheel into {out_dir}")
     return wheels[-1]
+
+
+def _pack_installed_wheel(out_dir: Path, progress: Progress) -> Path:
+    """The installed distribution packed back into a ``py3-none-any`` wheel (see ``_wheel_files``)
+    with a ``RECORD`` of their hashes. Refused if the distribution found is not the package running."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise UserError(f"{PACKAGE_PARENT / 'dashboard'} is neither in a checkout nor an installed "
+                        f"{DISTRIBUTION}") from None
+    if Path(dist.locate_file("dashboard/__init__.py")).resolve() != PACKAGE_PARENT / "dashboard" / "__init__.py":
+        raise UserError(f"the installed {DISTRIBUTION} at {dist.locate_file('')} is not the package running "
+                        f"({PACKAGE_PARENT / 'dashboard'})")
+    progress(f"packing the installed {DISTRIBUTION} {dist.version} of {PACKAGE_PARENT}")
+    info, files = _wheel_files(dist)
+    wheel = out_dir / f"{DISTRIBUTION.replace('-', '_')}-{dist.version}-py3-none-any.whl"
+    record = []
+    try:
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+            for file in files:
+                data = Path(dist.locate_file(file)).read_bytes()
+                archive.writestr(file.as_posix(), data)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                record.append(f"{file.as_posix()},sha256={digest},{len(data)}")
+            record.append(f"{info}/RECORD,,")
+            archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot pack the installed {DISTRIBUTION}: {exc}") from None
+    return wheel
+
+
+def _wheel_files(dist: importlib.metadata.Distribution) -> tuple[str, list]:
+    """Its ``.dist-info`` folder and the files its ``RECORD`` lists under ``dashboard/`` and that
+    folder, without ``__pycache__`` and what pip wrote at install time (the console script is
+    made again from ``entry_points.txt`` on the device)."""
+    listed = list(dist.files or ())
+    info = next((f.parts[0] for f in listed if f.parts[0].endswith(".dist-info")), None)
+    if info is None:
+        raise UserError(f"the installed {DISTRIBUTION} lists no files (no RECORD); reinstall it with pip")
+    skip = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+    return info, [f for f in listed if (f.parts[0] == "dashboard" and "__pycache__" not in f.parts)
+                  or (f.parts[0] == info and f.name not in skip)]
 
 
 def _bundle(wheel: Path, requirements: Path) -> bytes:
@@ -107,7 +171,7 @@ def install(device: Device, venv: str = DEFAULT_VENV, *, progress: Progress = la
             timeout: float = 1800.0) -> Device:
     """Install the worker into ``venv`` on ``device``; return the device whose URL runs it."""
     if device.is_local:
-        raise UserError("device install takes an ssh:// device (this machine runs the worker from the checkout)")
+        raise UserError("device install takes an ssh:// device (this machine runs the worker from this package)")
     if device.shell != "posix":
         raise UserError("device install supports POSIX devices (Linux boards); for Windows on Snapdragon see the "
                         "README")
