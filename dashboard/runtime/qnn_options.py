@@ -35,8 +35,9 @@ come from (``check(options, origin=...)``):
 From a page (``BROWSER``) all of these are refused, with one line naming the command line: a page
 may be someone else's (``dashboard.access``). They are refused, not confined to the job's scratch
 folder, because that folder is made inside the worker for each job (``partition.measure``,
-``timeline.runner``) after the options are fixed, and a local worker's working directory is this
-checkout (``runtime.client``): there is no folder a page's value could be confined to. Where the
+``timeline.runner``) after the options are fixed, and a local worker's working directory is one
+folder shared by every job (``<QNN_LAB_CACHE>/worker``, ``runtime.client.worker_cwd``): there is no
+per-job folder a page's value could be confined to. Where the
 project sets them itself (the op trace of a partition, the timeline's QNN profile), it points them
 into the job's scratch folder. From the command line (``TERMINAL``) they are kept, with checks: a
 library must be an absolute path to an existing regular file; an output file an absolute path
