@@ -15,7 +15,7 @@ import pytest
 from test_devices_ssh import free_port
 
 from dashboard.errors import UserError
-from dashboard.messages import DoctorReport
+from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime import doctor
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.devices import Device

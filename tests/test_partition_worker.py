@@ -12,7 +12,7 @@ import partition_models as pm
 import pytest
 
 from dashboard.intake.samples import sample_path
-from dashboard.messages import PartitionArgs
+from dashboard.partition.protocol import PartitionArgs
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.runtime.client import WorkerClient
 from dashboard.runtime.config import SessionConfig

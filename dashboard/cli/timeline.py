@@ -11,7 +11,8 @@ import argparse
 import sys
 
 from dashboard.cli.common import add_runtime_options, provider_options
-from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
+from dashboard.runtime.protocol import ProgressEvent, Upload
+from dashboard.timeline.protocol import Status, StrategyEnd, StrategyStart
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label

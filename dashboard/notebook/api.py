@@ -22,7 +22,7 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.intake.overview import io_table
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
-from dashboard.messages import ProgressEvent
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.partition.analysis import DEFAULT_TIMEOUT as PARTITION_TIMEOUT
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import CLASS_LABELS, PartitionReport

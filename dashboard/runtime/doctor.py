@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping
 
-from dashboard.messages import DoctorCheck, DoctorReport, NoArgs
+from dashboard.runtime.protocol import DoctorCheck, DoctorReport, NoArgs
 from dashboard.platform import processor_name
 from dashboard.runtime.socs import Soc, identify_soc
 

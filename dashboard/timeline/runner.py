@@ -39,8 +39,9 @@ from dashboard.errors import UserError, one_line
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import resolve_dims
-from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
-                                TimelineRequest)
+from dashboard.runtime.protocol import ProgressEvent
+from dashboard.timeline.protocol import (Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
+                                         TimelineRequest)
 from dashboard.runtime import scratch
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn import (SessionHandle, create_session, hardware, probe_backend, random_inputs, register,
