@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from test_devices_ssh import free_port, sshd  # noqa: F401 - the real sshd fixture
 
-from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime.devices import Device
 from dashboard.runtime.install import build_wheel
+from dashboard.runtime.protocol import DoctorReport
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,9 +28,9 @@ from dashboard import __version__
 from dashboard.errors import UserError
 from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
-from dashboard.runtime.protocol import PROTOCOL_VERSION, Upload
 from dashboard.runtime.client import PROJECT_ROOT
 from dashboard.runtime.devices import Device
+from dashboard.runtime.protocol import PROTOCOL_VERSION, Upload
 from dashboard.timeline.model import TimelineOptions
 from dashboard.timeline.remote import run_on_device
 

@@ -11,10 +11,10 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from dashboard.runtime.protocol import PROTOCOL_VERSION
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import BackendReport, NodeSupport, PartitionReport, parse_device_report
 from dashboard.runtime.client import WorkerClient, WorkerProtocolError
+from dashboard.runtime.protocol import PROTOCOL_VERSION
 from dashboard.serde import Record, SchemaError, dump, load, loads
 
 

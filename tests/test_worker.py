@@ -18,9 +18,9 @@ from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
 from dashboard.intake.digest import file_digest
-from dashboard.runtime.protocol import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 from dashboard.runtime.client import (PROJECT_ROOT, STOP_GRACE, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
                                       WorkerTimeout, WorkerVersionError, local_worker_argv)
+from dashboard.runtime.protocol import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 
 
 @pytest.fixture()

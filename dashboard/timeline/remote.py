@@ -13,8 +13,8 @@ import dataclasses
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
 from dashboard.runtime.protocol import ProgressEvent, Upload
-from dashboard.timeline.protocol import Setup, Status, StrategyStart, TimelineArgs, TimelineEvent, TimelineRequest
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun
+from dashboard.timeline.protocol import Setup, Status, StrategyStart, TimelineArgs, TimelineEvent, TimelineRequest
 
 
 def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event=None,

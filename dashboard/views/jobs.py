@@ -24,9 +24,9 @@ from typing import Any, Callable
 import streamlit as st
 
 from dashboard.errors import UserError
+from dashboard.partition.analysis import Cancellation, Cancelled
 from dashboard.partition.protocol import Stage
 from dashboard.runtime.protocol import ProgressEvent, Upload
-from dashboard.partition.analysis import Cancellation, Cancelled
 from dashboard.views.safe import md
 
 POLL_S = 0.5
