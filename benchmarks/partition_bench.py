@@ -57,7 +57,7 @@ def lap(name):
     global t
     now = time.perf_counter(); steps.append((name, now - t)); t = now
 import numpy, onnx; lap("import numpy + onnx (worker)")
-import dashboard.messages, dashboard.partition.measure as measure; lap("import the worker's modules")
+import dashboard.partition.protocol, dashboard.partition.measure as measure; lap("import the worker's modules")
 import onnxruntime; lap("import onnxruntime")
 from dashboard.runtime import qnn; qnn.register(); lap("register the QNN EP")
 qnn.probe_backend("gpu"); lap("GPU probe")
@@ -150,7 +150,7 @@ def breakdown(model: str, dims: dict, soc, env: dict) -> None:
     inside the worker measured alone (in a fresh interpreter, in the worker's order)."""
     import json
 
-    from dashboard.messages import PartitionArgs
+    from dashboard.partition.protocol import PartitionArgs
     from dashboard.runtime.client import WorkerClient
     from dashboard.runtime.config import SessionConfig
 

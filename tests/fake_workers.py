@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from dashboard import __version__
-from dashboard.messages import PROTOCOL_VERSION
+from dashboard.runtime.protocol import PROTOCOL_VERSION
 
 
 def fake_worker(body: str, *, protocol: int = PROTOCOL_VERSION, version: str | None = __version__) -> list[str]:
@@ -25,7 +25,7 @@ def fake_worker(body: str, *, protocol: int = PROTOCOL_VERSION, version: str | N
 def patched_worker(handler_source: str, command: str = "partition") -> list[str]:
     """argv of the real worker with ``command`` run by ``handler(args, emit)`` defined in
     ``handler_source`` (module ``__main__``)."""
-    return [sys.executable, "-c", "import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+    return [sys.executable, "-c", "import time, dashboard.runtime.protocol as m, dashboard.runtime.worker as w\n"
             + handler_source
             + f"\nm.COMMANDS[{command!r}] = m.COMMANDS[{command!r}]._replace(handler='__main__:handler')\n"
             + "w.serve()"]

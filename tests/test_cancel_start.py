@@ -226,7 +226,7 @@ def test_cancel_ends_a_stopped_worker_while_a_model_chunk_is_being_written_to_it
     """Sending a model to a device writes 4 MB requests; a worker that stops reading (here it
     stops itself right after greeting) leaves the write blocked, holding the pipe's lock. Cancel
     must not wait for that lock before it kills the worker."""
-    from dashboard.messages import ModelChunk
+    from dashboard.runtime.protocol import ModelChunk
     from dashboard.runtime.client import WorkerError
     from fake_workers import fake_worker
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from test_devices_ssh import free_port, sshd  # noqa: F401 - the real sshd fixture
 
-from dashboard.messages import DoctorReport
 from dashboard.runtime.devices import Device
 from dashboard.runtime.install import build_wheel
+from dashboard.runtime.protocol import DoctorReport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,8 +72,8 @@ def test_the_wheel_holds_the_worker(tmp_path):
     assert set(ROOT.iterdir()) == before  # built from a copy: no build/ or *.egg-info left in the checkout
     assert wheel.name.startswith("qnn_backend_lab-") and wheel.name.endswith("-py3-none-any.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("runtime/worker.py", "runtime/doctor.py", "runtime/qnn.py", "messages.py", "partition/measure.py",
-                   "timeline/runner.py"):
+    for module in ("runtime/worker.py", "runtime/doctor.py", "runtime/qnn.py", "runtime/protocol.py",
+                   "partition/measure.py", "partition/protocol.py", "timeline/runner.py", "timeline/protocol.py"):
         assert f"dashboard/{module}" in names, module
     assert not any(n.startswith(("tests/", "pages/", "scripts/")) or "__pycache__" in n for n in names)
 

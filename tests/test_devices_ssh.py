@@ -28,9 +28,9 @@ from dashboard import __version__
 from dashboard.errors import UserError
 from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
-from dashboard.messages import PROTOCOL_VERSION, Upload
 from dashboard.runtime.client import PROJECT_ROOT
 from dashboard.runtime.devices import Device
+from dashboard.runtime.protocol import PROTOCOL_VERSION, Upload
 from dashboard.timeline.model import TimelineOptions
 from dashboard.timeline.remote import run_on_device
 
@@ -311,7 +311,7 @@ def remote_python(tmp_path: Path, program: str) -> str:
     return str(script)
 
 
-HANGING_PROBE = ("import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+HANGING_PROBE = ("import time, dashboard.runtime.protocol as m, dashboard.runtime.worker as w\n"
                  "def handler(args, emit):\n    emit(m.Probing('htp'))\n    time.sleep(600)\n"
                  "m.COMMANDS['probe'] = m.COMMANDS['probe']._replace(handler='__main__:handler')\nw.serve()\n")
 

@@ -15,11 +15,11 @@ import pytest
 from test_devices_ssh import free_port
 
 from dashboard.errors import UserError
-from dashboard.messages import DoctorReport
 from dashboard.runtime import doctor
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.devices import Device
 from dashboard.runtime.doctor import Host, diagnose, report_lines
+from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime.socs import SOCS, identify_soc, resolve_soc
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -44,7 +44,7 @@ def package_of(path: Path) -> str:
 
 
 SOURCES = {module_name(p): imports(p.read_text(encoding="utf-8"), package_of(p)) for p in PACKAGE.rglob("*.py")}
-TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "lazy.py", "serde.py", "messages.py", "platform.py",
+TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py", "lazy.py", "serde.py", "platform.py",
              "printable.py", "access.py"}
 
 
@@ -67,6 +67,30 @@ def test_intake_and_classify_never_import_the_runtime_or_anything_above(lower):
              "dashboard.cli", "dashboard.views")
     offenders = {m: sorted(n for n in SOURCES[m] if n.startswith(above))
                  for m in SOURCES if m.startswith(lower)}
+    assert not {m: n for m, n in offenders.items() if n}
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_top_level_modules_import_only_top_level_modules():
+    """``dashboard/*.py`` sit below every capability (errors, serde, platform, ...): one of them
+    importing a capability package makes that package's imports everyone's, and closes cycles.
+    The exception is ``__main__`` (``python -m dashboard``), the entry point: it runs the CLI, so it
+    stands above everything, which holds only while no module imports it."""
+    capabilities = tuple(f"dashboard.{name}" for name in CAPABILITIES)
+    top = {module_name(PACKAGE / name) for name in TOP_LEVEL} - {"dashboard.__main__"}
+    offenders = {m: sorted(n for n in SOURCES[m] if within(n, capabilities)) for m in top if m in SOURCES}
+    assert not {m: n for m, n in offenders.items() if n}
+    assert not importers_of("dashboard.__main__")
+
+
+def test_the_runtime_never_imports_partition_or_timeline():
+    """Partition and timeline are built on the runtime; their protocol records register themselves
+    with ``dashboard.runtime.protocol`` instead of being imported by it."""
+    offenders = {m: sorted(n for n in SOURCES[m] if within(n, ("dashboard.partition", "dashboard.timeline")))
+                 for m in SOURCES if within(m, ("dashboard.runtime",))}
     assert not {m: n for m, n in offenders.items() if n}
 
 

@@ -17,10 +17,10 @@ import pytest
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import build_cnn_classifier, sample_path
-from dashboard.messages import TimelineArgs, TimelineEvent, TimelineRequest
 from dashboard.runtime.client import WorkerClient, WorkerCrashed
 from dashboard.runtime.devices import Device
 from dashboard.timeline.model import TimelineOptions, TimelineRun
+from dashboard.timeline.protocol import TimelineArgs, TimelineEvent, TimelineRequest
 from dashboard.timeline.remote import run_on_device
 from dashboard.timeline.runner import SCRATCH_PREFIX
 

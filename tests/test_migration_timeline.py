@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dashboard.errors import UserError
-from dashboard.messages import event_from_json
+from dashboard.runtime.protocol import event_from_json
 from dashboard.timeline.model import (Event, Phase, Request, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
                                       compute_metrics, percentile, phases, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun

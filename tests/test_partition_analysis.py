@@ -13,18 +13,19 @@ from fake_workers import gone_within
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
-from dashboard.messages import Stage
 from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze, parse_assignments
+from dashboard.partition.protocol import Stage
 from dashboard.partition.report import PartitionReport
 
 # Workers whose ``partition`` command crashes natively, reports progress and then hangs, or runs
 # on a host whose GPU backend "initializes" (the probe says so; the session then cannot set up).
-CRASHING_WORKER = ("import dashboard.messages as m, dashboard.runtime.worker as w\n"
+CRASHING_WORKER = ("import dashboard.runtime.protocol as m, dashboard.runtime.worker as w\n"
                    "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='dashboard.runtime.worker:crash')\n"
                    "w.serve()")
-HANGING_WORKER = ("import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+HANGING_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
+                  "dashboard.runtime.worker as w\n"
                   "def hang(args, emit):\n"
-                  "    emit(m.Stage('compiling', 0.5))\n"
+                  "    emit(p.Stage('compiling', 0.5))\n"
                   "    time.sleep(600)\n"
                   "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='__main__:hang')\nw.serve()")
 GPU_PROBE_SAYS_YES = ("import dashboard.partition.measure as pm, dashboard.runtime.worker as w\n"

@@ -207,9 +207,10 @@ def test_the_device_picker_starts_on_the_current_device_and_cancel_stops_the_wor
     assert any(s.value == "2 node(s) keep the model off the NPU" for s in at.subheader)
 
 
-HANGING_WORKER = ("import time, dashboard.messages as m, dashboard.runtime.worker as w\n"
+HANGING_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
+                  "dashboard.runtime.worker as w\n"
                   "def hang(args, emit):\n"
-                  "    emit(m.Stage('compiling', 0.5))\n"
+                  "    emit(p.Stage('compiling', 0.5))\n"
                   "    time.sleep(600)\n"
                   "m.COMMANDS['partition'] = m.COMMANDS['partition']._replace(handler='__main__:hang')\nw.serve()")
 

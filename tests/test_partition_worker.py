@@ -12,8 +12,8 @@ import partition_models as pm
 import pytest
 
 from dashboard.intake.samples import sample_path
-from dashboard.messages import PartitionArgs
 from dashboard.partition.analysis import PartitionOptions, analyze
+from dashboard.partition.protocol import PartitionArgs
 from dashboard.runtime.client import WorkerClient
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.socs import DEFAULT_SOC, resolve_soc

@@ -153,7 +153,8 @@ def test_discarded_weights_go_nowhere_where_the_platform_allows(tmp_path):
 
 # -- the worker side's dependencies ------------------------------------------------------------------------
 WORKER_MODULES = ["dashboard.runtime.worker", "dashboard.runtime.qnn", "dashboard.partition.measure",
-                  "dashboard.timeline.runner", "dashboard.messages"]
+                  "dashboard.timeline.runner", "dashboard.runtime.protocol",
+                  "dashboard.partition.protocol", "dashboard.timeline.protocol"]
 BLOCKER = """
 import sys
 class Refuse:

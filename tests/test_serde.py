@@ -11,10 +11,10 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from dashboard.messages import PROTOCOL_VERSION
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import BackendReport, NodeSupport, PartitionReport, parse_device_report
 from dashboard.runtime.client import WorkerClient, WorkerProtocolError
+from dashboard.runtime.protocol import PROTOCOL_VERSION
 from dashboard.serde import Record, SchemaError, dump, load, loads
 
 
@@ -117,7 +117,7 @@ for line in sys.stdin:
 
 
 def test_a_forged_worker_reply_is_one_line_and_the_worker_is_stopped(tmp_path):
-    from dashboard.messages import ProbeArgs
+    from dashboard.runtime.protocol import ProbeArgs
 
     worker = WorkerClient(FORGED, label="forged worker").start()
     pid = worker.pid

@@ -18,9 +18,9 @@ from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
 from dashboard.intake.digest import file_digest
-from dashboard.messages import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 from dashboard.runtime.client import (PROJECT_ROOT, STOP_GRACE, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
                                       WorkerTimeout, WorkerVersionError, local_worker_argv)
+from dashboard.runtime.protocol import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 
 
 @pytest.fixture()
@@ -202,7 +202,7 @@ def test_a_line_without_end_stops_the_worker_and_the_client_memory_stays_bounded
 def test_a_result_over_the_line_limit_is_an_error_reply(monkeypatch):
     """The worker never writes a line the client would refuse: an oversized result becomes an
     error reply (the cap is lowered for the test, in the worker's process)."""
-    argv = [sys.executable, "-c", "import dashboard.messages as m, dashboard.runtime.worker as w\n"
+    argv = [sys.executable, "-c", "import dashboard.runtime.worker as w\n"
             "w.MAX_LINE = 200\nw.serve()"]
     with WorkerClient(argv) as worker:
         with pytest.raises(WorkerError, match=r"the result is \d{3,} bytes, over the protocol's line limit of 200 "):
@@ -217,8 +217,9 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
     from dashboard.runtime.worker import EXIT_ORPHANED
 
     argv = patched_worker("from dashboard.runtime import scratch\n"
+                          "from dashboard.partition.protocol import Stage\n"
                           "def handler(args, emit):\n"
-                          "    emit(m.Stage(str(scratch.make('qnn-lab-test-')), 0.5))\n"
+                          "    emit(Stage(str(scratch.make('qnn-lab-test-')), 0.5))\n"
                           "    time.sleep(600)\n")
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
                             env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TMPDIR": str(tmp_path)})

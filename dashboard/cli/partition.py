@@ -69,7 +69,8 @@ def options_from_args(args: argparse.Namespace) -> PartitionOptions:
 
 def progress(event) -> None:
     """Progress lines on stderr."""
-    from dashboard.messages import Stage, Upload
+    from dashboard.partition.protocol import Stage
+    from dashboard.runtime.protocol import Upload
 
     if isinstance(event, Stage):
         print(f"  [{event.progress:4.0%}] {event.stage}", file=sys.stderr, flush=True)

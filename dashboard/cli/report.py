@@ -16,9 +16,10 @@ from dashboard.cli.partition import add_partition_options, analyze_from_args, op
 from dashboard.errors import UserError
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
-from dashboard.messages import ProgressEvent, Status, StrategyStart
 from dashboard.partition.analysis import parse_assignments
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions
+from dashboard.timeline.protocol import Status, StrategyStart
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

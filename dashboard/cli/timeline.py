@@ -11,12 +11,13 @@ import argparse
 import sys
 
 from dashboard.cli.common import add_runtime_options, provider_options
-from dashboard.messages import ProgressEvent, Status, StrategyEnd, StrategyStart, Upload
 from dashboard.partition.analysis import parse_assignments
 from dashboard.runtime.devices import Device
+from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_TIMEOUT, POLICIES, STRATEGY_TITLES, TimelineOptions, TimelineRun,
                                       cached_vs_cold, strategy_table)
+from dashboard.timeline.protocol import Status, StrategyEnd, StrategyStart
 from dashboard.timeline.remote import LiveRun, run_on_device
 
 

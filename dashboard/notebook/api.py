@@ -22,11 +22,11 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.intake.overview import io_table
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
-from dashboard.messages import ProgressEvent
 from dashboard.partition.analysis import DEFAULT_TIMEOUT as PARTITION_TIMEOUT
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import CLASS_LABELS, PartitionReport
 from dashboard.render import classify_figures, partition_graph, timeline_figures
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.timeline.model import DEFAULT_TIMEOUT as TIMELINE_TIMEOUT
 from dashboard.timeline.model import TimelineOptions, TimelineRun, strategy_table
 

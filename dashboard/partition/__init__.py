@@ -6,7 +6,8 @@
 - ``report``: ``PartitionReport`` and ``BackendReport``, the JSON contract, and the node classes;
 - ``plans``: the intersection and segmented migration plans;
 - ``gpu_rules``: the predicted QNN GPU support table, every rule with its source;
-- ``cache``: reports on disk by model digest, options, runtime and code version.
+- ``cache``: reports on disk by model digest, options, runtime and code version;
+- ``protocol``: the ``partition`` command and its ``Stage`` event, registered with the worker protocol.
 """
 
 from dashboard.lazy import exports

@@ -27,14 +27,15 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import check_dims, check_input_shapes, default_dims, resolve_dims, unnamed_dynamic_inputs
-from dashboard.messages import PartitionArgs, PartitionResult, ProgressEvent, Stage
 from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
+from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
 from dashboard.runtime import qnn_options
 from dashboard.runtime.client import WorkerGroup
 from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.runtime.socs import DEFAULT_SOC, soc_for
 from dashboard.serde import Record
 

@@ -42,8 +42,8 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, Node, producers_of
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import TensorShape
-from dashboard.messages import PartitionArgs, PartitionResult, Stage
 from dashboard.partition import cache, gpu_rules
+from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
 from dashboard.runtime import scratch

@@ -6,6 +6,8 @@
   in the caller's own process; never by the dashboard;
 - ``worker``: ``python -m dashboard.runtime.worker``, the process QNN work runs in;
 - ``client``: ``WorkerClient``, the dashboard's side of the worker protocol;
+- ``protocol``: the protocol's envelope, line reader and registries of commands and events, and
+  the device's own messages (imports neither numpy nor onnx; each capability registers its own);
 - ``devices``: ``Device``, where a worker runs (this machine, another interpreter, SSH);
 - ``socs``: named Snapdragon parts and their ``soc_model``/``htp_arch``, with sources;
 - ``qnn_options``: the QNN EP's provider options and the values it accepts (checked by ``config``);

@@ -35,16 +35,14 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Iterator
+from typing import IO, Callable, Iterator
 
 from dashboard import __version__, platform
 from dashboard.errors import UserError
+from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, OrtViewArgs,
+                                        ProgressEvent, Upload, WorkerHello, WorkerProgress, WorkerReply,
+                                        WorkerRequest, event_from_json, plain_file_name, read_line)
 from dashboard.serde import Record, SchemaError, dumps, load
-
-# dashboard.messages (the protocol's records) is imported where it is used: it pulls in numpy and
-# onnx, and spawning a worker must not wait for them (see ``prespawn_local_worker``).
-if TYPE_CHECKING:
-    from dashboard.messages import ProgressEvent, WorkerHello
 
 # The folder that holds the ``dashboard`` package: the checkout, or ``site-packages`` once the wheel
 # is installed. A local worker finds the package through it (``PYTHONPATH``: another interpreter,
@@ -254,14 +252,10 @@ class WorkerClient:
         return True
 
     def _await_hello(self) -> None:
-        from dashboard.messages import WorkerHello
-
         if self._spawn_error is not None:
             raise WorkerError(self._spawn_error)
         if self.hello is not None:
             return
-        from dashboard.messages import PROTOCOL_VERSION
-
         greeting = self._next_message(self.start_timeout, "starting", self.start_timeout).get("hello")
         protocol = greeting.get("protocol") if isinstance(greeting, dict) else None
         if isinstance(protocol, int) and protocol != PROTOCOL_VERSION:
@@ -274,8 +268,6 @@ class WorkerClient:
             raise WorkerProtocolError(f"the {self.label} did not greet as a worker does: {exc}") from None
 
     def _mismatch(self, version: object, protocol: int) -> str:
-        from dashboard.messages import PROTOCOL_VERSION
-
         release = version if isinstance(version, str) and version else "of an older release"
         text = (f"the {self.label} runs qnn-backend-lab {release[:40]} (protocol {protocol}); this dashboard "
                 f"({__version__}) needs protocol {PROTOCOL_VERSION}")
@@ -308,12 +300,10 @@ class WorkerClient:
     def call(self, cmd: str, args: Record | None = None, *, timeout: float | None = 600.0,
              on_event: Callable[[ProgressEvent], None] | None = None) -> Record | None:
         """Run ``cmd`` in the worker and return its result record (checked against
-        ``messages.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
+        ``protocol.COMMANDS``); progress events go to ``on_event``. ``timeout`` bounds the whole
         call (``None`` or ``math.inf``: no bound); on expiry the worker is stopped. A reply that is
         not what the protocol says is a ``WorkerProtocolError`` and the worker is stopped (the next
         client starts a fresh one)."""
-        from dashboard.messages import COMMANDS, WorkerRequest
-
         if timeout is not None and not timeout > 0:  # nan included
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         timeout = None if timeout == math.inf else timeout
@@ -351,8 +341,6 @@ class WorkerClient:
     def _read(self, message: dict, req_id: int, command) -> tuple[bool, object]:
         """(True, result record or WorkerError) for this request's reply, (False, event or None)
         for progress and for lines of other requests; ``SchemaError`` for a malformed line."""
-        from dashboard.messages import WorkerProgress, WorkerReply, event_from_json
-
         if "event" in message:
             progress = load(WorkerProgress, message, "progress")
             return False, event_from_json(progress.event) if progress.id == req_id else None
@@ -369,8 +357,6 @@ class WorkerClient:
                    on_event: Callable[[ProgressEvent], None] | None = None) -> str:
         """Make the model available to the worker; return its path there. Local workers read the
         file in place; remote ones receive it once (kept by digest)."""
-        from dashboard.messages import DigestArgs, ModelChunk, Upload, plain_file_name
-
         if not self.remote:
             return str(Path(path).resolve())
         known = self.call("has_model", DigestArgs(digest), timeout=60)
@@ -404,8 +390,6 @@ class WorkerClient:
         if message is None:
             raise self._crashed(what)
         if isinstance(message, _LineTooLong):
-            from dashboard.messages import MAX_LINE
-
             self.close()
             raise WorkerProtocolError(f"the {self.label} wrote a line longer than the protocol's "
                                       f"{MAX_LINE >> 20} MB limit during {what!r} and was stopped")
@@ -456,8 +440,6 @@ def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:
     """Protocol lines to the queue, each read whole but never more than ``MAX_LINE`` bytes of it;
     anything else a native library printed is kept with stderr for crash reports. A line over the
     cap ends the stream: the client stops the worker."""
-    from dashboard.messages import read_line
-
     while True:
         raw = read_line(stream)
         if raw is None:
@@ -497,8 +479,6 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
     """The graph ONNX Runtime hands to execution providers (after its level-1 optimizations),
     written by a local worker into a scratch folder of this process, removed when the block ends
     (also when the worker dies half-way)."""
-    from dashboard.messages import OrtViewArgs
-
     with tempfile.TemporaryDirectory(prefix="qnn-lab-ortview-") as folder:
         with WorkerClient() as worker:
             result = worker.call("ort_view", OrtViewArgs(str(Path(model_path).resolve()), folder), timeout=timeout)

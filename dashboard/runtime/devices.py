@@ -54,8 +54,8 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from dashboard import access
 from dashboard.access import BROWSER, TERMINAL, check_origin
 from dashboard.errors import UserError
-from dashboard.messages import ProbeArgs
 from dashboard.runtime.client import WorkerClient, WorkerError, WorkerVersionError
+from dashboard.runtime.protocol import ProbeArgs
 from dashboard.serde import Record
 
 LOCAL = "local"

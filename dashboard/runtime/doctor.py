@@ -31,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping
 
-from dashboard.messages import DoctorCheck, DoctorReport, NoArgs
 from dashboard.platform import processor_name
+from dashboard.runtime.protocol import DoctorCheck, DoctorReport, NoArgs
 from dashboard.runtime.socs import Soc, identify_soc
 
 MIN_PYTHON = (3, 11)  # every onnxruntime-qnn 2.7.0 wheel

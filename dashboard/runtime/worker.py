@@ -2,7 +2,7 @@
 
 All QNN work runs here, in a process of its own (locally, or on a device over SSH), so that a
 native crash or hang of the runtime never takes the dashboard down. It speaks line-delimited JSON
-on stdin/stdout, in the records of ``dashboard.messages``:
+on stdin/stdout, in the records of ``dashboard.runtime.protocol``:
 
 - first line: ``{"hello": WorkerHello}``;
 - request:  ``WorkerRequest`` ``{"id": 1, "cmd": "partition", "args": {...}}``;
@@ -10,10 +10,10 @@ on stdin/stdout, in the records of ``dashboard.messages``:
 - reply:    ``WorkerReply`` ``{"id": 1, "ok": true, "result": ...}`` or
             ``{"id": 1, "ok": false, "error": "one line", "kind": "user" | "internal"}``.
 
-A request's arguments are checked against its command's record (``messages.COMMANDS``) before the
+A request's arguments are checked against its command's record (``protocol.COMMANDS``) before the
 handler runs, so a handler only ever sees well-formed, typed arguments. Native libraries print to
 fd 1 too, so the protocol gets a private duplicate of stdout and fd 1 is pointed at stderr. No line
-is longer than ``messages.MAX_LINE`` in either direction.
+is longer than ``protocol.MAX_LINE`` in either direction.
 
 stdin closing means the client is gone (it died, was killed, or its SSH connection dropped: sshd
 then closes the remote command's stdin). Requests run on the main thread, where a native call can
@@ -22,7 +22,13 @@ folders of the request in progress (``dashboard.runtime.scratch``) and ends the 
 (``os._exit``), without waiting for the compile to finish. Nobody would read its answer.
 
 Handlers are looked up lazily (``module:function``) so a worker only imports what it runs; each is
-``handler(args: <record>, emit: Callable[[event record], None]) -> <result record>``.
+``handler(args: <record>, emit: Callable[[event record], None]) -> <result record>``. The command
+table is the protocol's registry (``protocol.COMMANDS``): the runtime's own commands are there from
+the start, and a command it does not know yet (``partition``, ``timeline``) makes the registry
+import the capability modules named in ``protocol.CAPABILITY_PROTOCOLS``, which register theirs.
+Why not import them here: partition and timeline are built on the runtime, so a module-level
+import would close a cycle and make every worker start import numpy and onnx before its greeting,
+including the ones that only probe a device.
 """
 
 from __future__ import annotations
@@ -37,13 +43,13 @@ import traceback
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from dashboard import __version__, messages, platform
+from dashboard import __version__, platform
 from dashboard.errors import UserError
-from dashboard.messages import (MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, CrashArgs, DigestArgs,
-                                HostInfo, ModelChunk, ModelLocation, NoArgs, OrtViewArgs, ProbeArgs, ProbeResult,
-                                Probing, SharedMemoryProbe, WorkerHello, WorkerProgress, WorkerReply, WorkerRequest,
-                                check_file_name, read_line)
 from dashboard.runtime import scratch
+from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, Command,
+                                        CrashArgs, DigestArgs, HostInfo, ModelChunk, ModelLocation, NoArgs,
+                                        OrtViewArgs, ProbeArgs, ProbeResult, Probing, SharedMemoryProbe, WorkerHello,
+                                        WorkerProgress, WorkerReply, WorkerRequest, check_file_name, read_line)
 from dashboard.serde import Record, SchemaError, dumps, load, loads
 
 Emit = Callable[[Record], None]
@@ -170,10 +176,11 @@ def _preload_runtime() -> None:
         pass
 
 
-def _resolve(cmd: str) -> tuple[messages.Command, Callable[[Record, Emit], Record | None]]:
-    command = messages.COMMANDS.get(cmd)
-    if command is None:
-        raise UserError(f"unknown worker command {cmd!r}")
+def _resolve(cmd: str) -> tuple[Command, Callable[[Record, Emit], Record | None]]:
+    try:
+        command = COMMANDS[cmd]
+    except KeyError:
+        raise UserError(f"unknown worker command {cmd!r}") from None
     module_name, func_name = command.handler.split(":")
     return command, getattr(importlib.import_module(module_name), func_name)
 

@@ -5,7 +5,8 @@
 - ``runner``: the worker side of a timeline run (the workload server and the strategies);
 - ``api``: ``HotMigrationSession`` and ``auto_session`` for your own Python code;
 - ``model``: the data model and metrics (``TimelineOptions``, ``TimelineRun``, events, requests);
-- ``remote``: ``run_on_device``, a run on any device, streamed back.
+- ``remote``: ``run_on_device``, a run on any device, streamed back;
+- ``protocol``: the ``timeline`` command and its progress events, registered with the worker protocol.
 """
 
 from dashboard.lazy import exports

@@ -12,9 +12,9 @@ import dataclasses
 
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
-from dashboard.messages import (ProgressEvent, Setup, Status, StrategyStart, TimelineArgs, TimelineEvent,
-                                TimelineRequest, Upload)
+from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun
+from dashboard.timeline.protocol import Setup, Status, StrategyStart, TimelineArgs, TimelineEvent, TimelineRequest
 
 
 def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event=None,
@@ -38,7 +38,7 @@ def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event
 
 class LiveRun:
     """A run as it streams in from the worker: what the page's live chart and the CLI's progress
-    show. ``feed`` takes each progress event of the run (``dashboard.messages``)."""
+    show. ``feed`` takes each progress event of the run (``dashboard.timeline.protocol``)."""
 
     def __init__(self, options: TimelineOptions) -> None:
         self.strategies: dict[str, StrategyRun] = {}

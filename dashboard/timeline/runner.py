@@ -39,14 +39,15 @@ from dashboard.errors import UserError, one_line
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
 from dashboard.intake.shapes import resolve_dims
-from dashboard.messages import (ProgressEvent, Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
-                                TimelineRequest)
 from dashboard.runtime import scratch
 from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.runtime.qnn import (SessionHandle, create_session, hardware, probe_backend, random_inputs, register,
                                    shared_memory_info, shared_memory_status, soc_info, versions)
 from dashboard.timeline.migration import EventLog, Migration, SessionFailed, Slot, median_latency, open_slot, warm
 from dashboard.timeline.model import Request, StrategyRun, TimelineOptions, TimelineRun
+from dashboard.timeline.protocol import (Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
+                                         TimelineRequest)
 
 Emit = Callable[[ProgressEvent], None]
 

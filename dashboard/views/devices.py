@@ -25,8 +25,8 @@ import streamlit as st
 from dashboard import access
 from dashboard.access import BROWSER
 from dashboard.errors import UserError
-from dashboard.messages import DoctorReport
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device
+from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
 

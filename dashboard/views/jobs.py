@@ -24,8 +24,9 @@ from typing import Any, Callable
 import streamlit as st
 
 from dashboard.errors import UserError
-from dashboard.messages import ProgressEvent, Stage, Upload
 from dashboard.partition.analysis import Cancellation, Cancelled
+from dashboard.partition.protocol import Stage
+from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.views.safe import md
 
 POLL_S = 0.5

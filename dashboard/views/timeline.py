@@ -24,12 +24,13 @@ import streamlit as st
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import default_dims, is_float_model
-from dashboard.messages import ProgressEvent, StrategyEnd, StrategyStart
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
+from dashboard.runtime.protocol import ProgressEvent
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       TimelineOptions, TimelineRun, cached_vs_cold, events_csv, metrics_csv,
                                       requests_csv, strategy_table)
+from dashboard.timeline.protocol import StrategyEnd, StrategyStart
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import state
 from dashboard.views.partitions import page_provider_options

@@ -1,28 +1,39 @@
-"""Every message of the worker protocol, and the progress events pages and the CLI receive, as
-typed records (``dashboard.serde``): one module, so both ends of the protocol and every consumer
-of an event agree on one definition.
+"""The worker protocol's one mechanism, and the device's own messages: the envelope every line
+travels in, the capped line reader both ends use, the registries of commands and progress events,
+and the records of the commands every worker answers (hello, probe, doctor, models, ort_view).
 
 The protocol (``dashboard.runtime.worker`` and ``dashboard.runtime.client``) is line-delimited
 JSON. The worker greets with ``WorkerHello``; each ``WorkerRequest`` is answered by any number of
 ``WorkerProgress`` lines and one ``WorkerReply``. ``COMMANDS`` names, per command, the record its
 arguments must be, the record its result must be, and the handler that runs it: the worker checks
 arguments before running anything, and the client checks every reply, so a forged or garbled line
-is one ``SchemaError`` line, never a ``KeyError`` deep in a page.
+is one ``SchemaError`` line, never a ``KeyError`` deep in a page. Progress events carry a ``type``
+tag that selects their record (``EVENT_TYPES``).
 
-Progress events carry a ``type`` tag that selects their record (``EVENT_TYPES``).
+Who owns which record: this module the envelope and the device's messages; each capability its
+own (``dashboard.partition.protocol``, ``dashboard.timeline.protocol``), registered here with
+``register_command`` and ``register_events`` when its module is imported. Why the records are
+split by owner: a record of partitions is built from partition and timeline types (reports,
+options, tensor shapes), which sit above the runtime and import numpy; kept here they made the
+runtime import its own callers (a cycle) and made reading a probe reply import numpy and onnx.
+This module imports only ``dashboard.serde``.
+
+Why capabilities are named here at all (``CAPABILITY_PROTOCOLS``, module names as data): a worker
+must answer ``partition`` and ``timeline`` requests, and a client may decode their replies and
+events, before anything imported the capability. A name the registries do not know yet imports
+those modules once (``importlib``) and looks again, so the runtime never imports a capability at
+module level, a worker only imports what a request needs, and a record is defined once, by its
+owner.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal, NamedTuple, Union
+from typing import Any, BinaryIO, Literal, NamedTuple
 
-from dashboard.intake.shapes import TensorShape
-from dashboard.partition.report import BackendReport
-from dashboard.runtime.config import SessionConfig
 from dashboard.serde import Record, SchemaError, load
-from dashboard.timeline.model import Event, Request, TimelineOptions, TimelineRun
 
 PROTOCOL_VERSION = 3  # 3: the greeting names the package version; ort_view writes into the client's folder
 DIGEST = re.compile(r"[0-9a-f]{32}")  # dashboard.intake.digest.file_digest: blake2b, 16 bytes, hex
@@ -114,17 +125,72 @@ class WorkerProgress(Record):
     event: dict
 
 
-# -- progress events --------------------------------------------------------------------------------
-@dataclass
-class Stage(Record):
-    """A step of a partition analysis, with the fraction done."""
-
-    stage: str
-    progress: float
-    backend: str | None = None
-    type: Literal["stage"] = "stage"
+# -- the registries ---------------------------------------------------------------------------------
+CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.protocol")
+"""The modules that register the commands and events of the capabilities above the runtime."""
 
 
+class Command(NamedTuple):
+    args: type
+    result: type | None  # None: the command never answers (it dies, on purpose)
+    handler: str  # "module:function", imported only by a worker that runs the command
+
+
+class _Registry(dict):
+    """A name's record, and on a name not registered yet the capability modules imported once
+    (``CAPABILITY_PROTOCOLS``, each imported at most once) before looking again, so ``COMMANDS[name]`` and ``EVENT_TYPES[tag]``
+    find every capability's entries whatever was imported before. A miss is a ``KeyError``."""
+
+    def __missing__(self, key: str) -> Any:
+        for module in CAPABILITY_PROTOCOLS:
+            importlib.import_module(module)
+        if not dict.__contains__(self, key):
+            raise KeyError(key)
+        return dict.__getitem__(self, key)
+
+
+COMMANDS: dict[str, Command] = _Registry()
+EVENT_TYPES: dict[str, type] = _Registry()
+
+ProgressEvent = Record
+"""Any registered progress event (``EVENT_TYPES``); each record names its kind in ``type``."""
+
+
+def register_command(name: str, command: Command) -> None:
+    """Make ``name`` a command of the protocol (its owner calls this when its module is imported)."""
+    _register(COMMANDS, name, command, command.args)
+
+
+def register_events(*records: type) -> None:
+    """Make each record a progress event, selected by its ``type`` tag."""
+    for record in records:
+        _register(EVENT_TYPES, record.type, record, record)
+
+
+def _register(registry: dict, key: str, value: Any, owner: type) -> None:
+    """One definition per name: a second owner of a name is a bug, found at import time (the same
+    record defined again, as by ``importlib.reload``, replaces the first)."""
+    known = dict.get(registry, key)
+    if known is not None:
+        before = known.args if isinstance(known, Command) else known
+        if (before.__module__, before.__qualname__) != (owner.__module__, owner.__qualname__):
+            raise ValueError(f"protocol name {key!r} is registered by {before.__module__} and {owner.__module__}")
+    registry[key] = value
+
+
+def event_from_json(data: Any) -> ProgressEvent:
+    """The progress event ``data`` encodes (its ``type`` picks the record)."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    try:
+        record = EVENT_TYPES[kind] if isinstance(kind, str) else None
+    except KeyError:
+        record = None
+    if record is None:
+        raise SchemaError(f"progress event of unknown type {kind!r}")
+    return load(record, data, f"event {kind}")
+
+
+# -- device events -------------------------------------------------------------------------------
 @dataclass
 class Upload(Record):
     """Model bytes sent to a remote worker so far."""
@@ -140,66 +206,7 @@ class Probing(Record):
     type: Literal["probing"] = "probing"
 
 
-@dataclass
-class Status(Record):
-    """What a timeline run is doing now, in words."""
-
-    message: str
-    type: Literal["status"] = "status"
-
-
-@dataclass
-class Setup(Record):
-    """The backends a timeline run chose (fast: the QNN GPU, or the CPU EP without one)."""
-
-    fast: dict
-    target: dict
-    type: Literal["setup"] = "setup"
-
-
-@dataclass
-class StrategyStart(Record):
-    strategy: str
-    backends: dict[str, str]
-    type: Literal["strategy_start"] = "strategy_start"
-
-
-@dataclass
-class StrategyEnd(Record):
-    strategy: str
-    metrics: dict
-    type: Literal["strategy_end"] = "strategy_end"
-
-
-@dataclass
-class TimelineEvent(Record):
-    strategy: str
-    event: Event
-    type: Literal["event"] = "event"
-
-
-@dataclass
-class TimelineRequest(Record):
-    strategy: str
-    request: Request
-    type: Literal["request"] = "request"
-
-
-ProgressEvent = Union[Stage, Upload, Probing, Status, Setup, StrategyStart, StrategyEnd, TimelineEvent,
-                      TimelineRequest]
-EVENT_TYPES: dict[str, type] = {cls.type: cls for cls in (Stage, Upload, Probing, Status, Setup, StrategyStart,
-                                                             StrategyEnd, TimelineEvent, TimelineRequest)}
-
-
-def event_from_json(data: Any) -> ProgressEvent:
-    """The progress event ``data`` encodes (its ``type`` picks the record)."""
-    kind = data.get("type") if isinstance(data, dict) else None
-    if kind not in EVENT_TYPES:
-        raise SchemaError(f"progress event of unknown type {kind!r}")
-    return load(EVENT_TYPES[kind], data, f"event {kind}")
-
-
-# -- commands ---------------------------------------------------------------------------------------
+# -- device commands -----------------------------------------------------------------------------
 @dataclass
 class NoArgs(Record):
     pass
@@ -318,49 +325,11 @@ class OrtViewArgs(Record):
     level: Literal["basic", "extended", "all"] = "basic"
 
 
-@dataclass
-class PartitionArgs(Record):
-    path: str
-    config: SessionConfig
-    backends: list[Literal["htp", "gpu"]]
-    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # whole shapes of inputs with ``?`` dims
-
-
-@dataclass
-class PartitionResult(Record):
-    """What the worker measured: per-backend reports keyed by model node, tensor shapes, and how
-    the graph ONNX Runtime partitions relates to the model."""
-
-    backends: dict[str, BackendReport]
-    shapes: dict[str, TensorShape]
-    shape_source: str
-    placement: dict[str, tuple[str, str | None]]
-    optimized_nodes: int
-    renamed_nodes: int
-    runtime: dict[str, str | None]
-    seconds: float
-
-
-@dataclass
-class TimelineArgs(Record):
-    model: str
-    options: TimelineOptions
-
-
-class Command(NamedTuple):
-    args: type
-    result: type | None  # None: the command never answers (it dies, on purpose)
-    handler: str  # "module:function", imported only by a worker that runs the command
-
-
-COMMANDS: dict[str, Command] = {
-    "hello": Command(NoArgs, HostInfo, "dashboard.runtime.worker:hello"),
-    "probe": Command(ProbeArgs, ProbeResult, "dashboard.runtime.worker:probe"),
-    "doctor": Command(NoArgs, DoctorReport, "dashboard.runtime.doctor:run"),
-    "put_model": Command(ModelChunk, ChunkReceived, "dashboard.runtime.worker:put_model"),
-    "has_model": Command(DigestArgs, ModelLocation, "dashboard.runtime.worker:has_model"),
-    "crash": Command(CrashArgs, None, "dashboard.runtime.worker:crash"),
-    "ort_view": Command(OrtViewArgs, ModelLocation, "dashboard.runtime.worker:ort_view"),
-    "partition": Command(PartitionArgs, PartitionResult, "dashboard.partition.measure:run"),
-    "timeline": Command(TimelineArgs, TimelineRun, "dashboard.timeline.runner:run_worker"),
-}
+register_events(Upload, Probing)
+register_command("hello", Command(NoArgs, HostInfo, "dashboard.runtime.worker:hello"))
+register_command("probe", Command(ProbeArgs, ProbeResult, "dashboard.runtime.worker:probe"))
+register_command("doctor", Command(NoArgs, DoctorReport, "dashboard.runtime.doctor:run"))
+register_command("put_model", Command(ModelChunk, ChunkReceived, "dashboard.runtime.worker:put_model"))
+register_command("has_model", Command(DigestArgs, ModelLocation, "dashboard.runtime.worker:has_model"))
+register_command("crash", Command(CrashArgs, None, "dashboard.runtime.worker:crash"))
+register_command("ort_view", Command(OrtViewArgs, ModelLocation, "dashboard.runtime.worker:ort_view"))
