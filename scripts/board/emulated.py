@@ -145,7 +145,9 @@ class RunningBoard:
     port: int
 
     def url(self, known_hosts: Path, **query: str) -> str:
-        """The device URL of the board's user (host key accepted on first use into ``known_hosts``)."""
+        """The device URL of the board's user (host key accepted on first use into ``known_hosts``,
+        created empty here: a device's known_hosts must be an existing file)."""
+        known_hosts.touch(exist_ok=True)
         extra = "".join(f"&{k}={v}" for k, v in query.items())
         return (f"ssh://{USER}@127.0.0.1:{self.port}?identity={self.board.key}&host_key=accept-new"
                 f"&known_hosts={known_hosts}&connect_timeout=60{extra}")
