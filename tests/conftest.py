@@ -157,6 +157,14 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
     },
     "slow": {
+        # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
+        "test_cli_classify.py::test_bad_input_is_one_error_line_and_exit_2",
+        "test_device_cli.py::test_bad_input_is_one_line_before_anything_runs",
+        "test_timeline_cli.py::test_inputs_too_large_to_generate_are_refused_before_allocating",
+        "test_report.py::test_report_command_bad_input_is_one_error_line",
+        "test_worker.py::test_a_line_without_end_stops_the_worker_and_the_client_memory_stays_bounded",
+        "test_worker.py::test_a_worker_group_stops_its_workers_and_the_waiting_call_says_why",
+        "test_origin_settings.py::test_the_devices_page_adds_a_listed_interpreter_by_name",
         "test_origin_settings.py::test_the_cli_refuses_a_missing_library_in_one_line_before_starting_a_worker",
         "test_platform.py::test_the_worker_side_imports_only_the_runtime_requirements",  # 2.36 s
         "test_model_io.py::test_classify_cli_refuses_a_constant_reading_etc_passwd",  # 2.24 s
