@@ -35,7 +35,7 @@ test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
 
 # For developers, not CI: the tests that start no browser, board, HTP compile or sshd and are not
-# slow (tiers: tests/conftest.py), under 3 minutes on a 2-core machine. Needs no Debian packages.
+# slow (tiers: tests/conftest.py): about a minute on a quiet 2-core machine. Needs no Debian packages.
 test-fast: $(VENV)/.dev
 	$(PY) -m pytest -q -m "not (browser or board or simulator or ssh or slow)"
 
