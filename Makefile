@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 SAMPLE ?= samples/llm_decoder_kv.onnx
 
-.PHONY: run test board-test bench samples system-deps clean
+.PHONY: run test test-fast board-test bench samples system-deps clean
 
 # The project itself is installed editable (no deps: requirements.txt pins them), so the `qnn-lab`
 # command and `from dashboard import notebook` work from anywhere with this environment. Its bytecode
@@ -33,6 +33,11 @@ system-deps:
 
 test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q
+
+# For developers, not CI: the tests that start no browser, board, HTP compile or sshd and are not
+# slow (tiers: tests/conftest.py): about a minute on a quiet 2-core machine. Needs no Debian packages.
+test-fast: $(VENV)/.dev
+	$(PY) -m pytest -q -m "not (browser or board or simulator or ssh or slow)"
 
 # Only the emulated arm64 board (part of `make test` too): ~9 min the first time, ~45 s cached.
 board-test: $(VENV)/.dev system-deps

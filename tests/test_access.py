@@ -293,12 +293,13 @@ def intruder():
     """A second OS user, made for the test and removed after it."""
     if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
         pytest.skip("creating a second OS user needs root, useradd and runuser")
-    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True)
+    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True, timeout=60)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True,
+                   timeout=60)
     try:
         yield INTRUDER
     finally:
-        subprocess.run(["userdel", INTRUDER], capture_output=True)
+        subprocess.run(["userdel", INTRUDER], capture_output=True, timeout=60)
 
 
 def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):

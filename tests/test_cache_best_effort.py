@@ -125,7 +125,7 @@ def full_tmpfs(folder: Path):
         pytest.skip("mounting a tmpfs needs root")
     folder.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, timeout=60)
     if mounted.returncode != 0:
         pytest.skip(f"mount is not permitted here: {mounted.stderr.strip()}")
     try:
@@ -138,7 +138,7 @@ def full_tmpfs(folder: Path):
         (folder / "probe").unlink(missing_ok=True)
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], check=True)
+        subprocess.run(["umount", str(folder)], check=True, timeout=60)
 
 
 def test_a_full_cache_disk_keeps_the_partition_result(tmp_path):

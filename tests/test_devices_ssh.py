@@ -44,7 +44,7 @@ def free_port() -> int:
 
 
 def keygen(path: Path) -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=60)
     return path
 
 

@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+from deadlines import join_all
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
@@ -67,8 +68,7 @@ def test_calls_racing_the_swap_are_each_served_once():
     threads = [threading.Thread(target=client) for _ in range(2)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_all(threads, "the clients racing the swap", seconds=300)
     assert sess.wait(timeout=300)
     sess.close()
     assert not errors

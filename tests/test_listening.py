@@ -14,13 +14,13 @@ from e2e_helpers import running_app
 
 def listening(pid: int) -> list[str]:
     """Local addresses of the TCP sockets process ``pid`` listens on (``ss -ltnp``)."""
-    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True, timeout=60).stdout
     return [line.split()[3] for line in out.splitlines() if re.search(rf"pid={pid}\b", line)]
 
 
 def other_addresses() -> list[str]:
     """This machine's non-loopback IPv4 addresses."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=60).stdout
     found = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
     return [a for a in found if not a.startswith("127.")]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from deadlines import wait_until, within
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import build_cnn_classifier, sample_path
@@ -200,7 +201,6 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     requests are certainly running: they finish on the old session before it is drained; every
     later dispatch uses the new one."""
     import threading
-    import time
 
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
@@ -227,13 +227,12 @@ def test_swap_drains_requests_in_flight_on_the_old_session():
     server = Server(rec, options, inputs).start()
     migration = server.migration
     migration.serve(old)
-    while server.switch.inflight(old) == 0:
-        time.sleep(0.001)
+    wait_until(lambda: server.switch.inflight(old) > 0, "no request started on the old session")
     in_flight_at_swap = server.switch.inflight(old)
     migration.swap(new, "old → new")
-    migration.drain(old)
+    within(lambda: migration.drain(old), "the drain of the old session")
     assert server.switch.inflight(old) == 0
-    server.join()
+    within(server.join, "the workload server's 12 requests")
 
     run = rec.run
     swap, drained = first(run, "swap"), first(run, "drain_end")

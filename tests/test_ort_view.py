@@ -61,9 +61,10 @@ def test_batchnorm_folding_changes_the_ep_verdict(tmp_path):
 def test_cli_reports_the_optimized_view_only_when_asked(tmp_path):
     path = conv_bn_model(tmp_path / "convbn.onnx")
     cmd = [sys.executable, "-m", "dashboard", "classify", str(path), "--json"]
-    plain = json.loads(subprocess.run(cmd, capture_output=True, text=True, cwd=PROJECT_ROOT, check=True).stdout)
+    plain = json.loads(subprocess.run(cmd, capture_output=True, text=True, cwd=PROJECT_ROOT, check=True,
+                                      timeout=300).stdout)
     assert "ep_optimized" not in plain
     both = json.loads(subprocess.run(cmd + ["--optimized"], capture_output=True, text=True, cwd=PROJECT_ROOT,
-                                     check=True).stdout)
+                                     check=True, timeout=300).stdout)
     assert both["ep_optimized"]["verdict"] == "NonGenAI" and both["ep_optimized"]["nodes"] == 7
     assert both["ep"]["verdict"] == "Unknown"

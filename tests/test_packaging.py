@@ -58,7 +58,7 @@ def installed(tmp_path_factory) -> Path:
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+                          check=True, capture_output=True, text=True, timeout=300).stdout.strip()
     deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     Path(site, "test_environment.pth").write_text("\n".join(sorted(deps)) + "\n", encoding="utf-8")
     subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], check=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from deadlines import DEADLINE, join_all
+
 from dashboard.timeline.switch import SessionSwitch
 
 
@@ -17,13 +19,13 @@ def test_each_call_runs_on_exactly_one_session_and_drain_waits_for_the_old_ones(
     def slow_call():
         session = switch.acquire()
         started.set()
-        finish.wait()
+        finish.wait(DEADLINE)
         served.append(session)
         switch.release(session)
 
     caller = threading.Thread(target=slow_call)
     caller.start()
-    started.wait()
+    assert started.wait(DEADLINE), "the slow call never acquired its session"
     order = []
     assert switch.swap("target", lambda old: order.append(("swapped", old))) == "fast"
     assert switch.acquire() == "target"  # new calls go to the new session at once
@@ -33,8 +35,7 @@ def test_each_call_runs_on_exactly_one_session_and_drain_waits_for_the_old_ones(
     time.sleep(0.2)
     assert drainer.is_alive() and not drained  # the call on "fast" is still running
     finish.set()
-    drainer.join(5)
-    caller.join(5)
+    join_all([drainer, caller], "the drain and the call on the old session")
     assert drained == [1] and served == ["fast"] and order == [("swapped", "fast")]
     assert switch.drain("fast") == 0  # nothing left on it
 
@@ -49,8 +50,7 @@ def test_callers_wait_for_a_first_session_or_get_none_once_closed():
     time.sleep(0.1)
     assert not got
     switch.swap("first")
-    for w in waiters:
-        w.join(5)
+    join_all(waiters, "callers waiting for a first session")
     assert got == ["first"] * 3
 
     closed: SessionSwitch[str] = SessionSwitch()
@@ -58,5 +58,5 @@ def test_callers_wait_for_a_first_session_or_get_none_once_closed():
     waiter = threading.Thread(target=lambda: late.append(closed.acquire(wait=True)))
     waiter.start()
     closed.close("fast failed and the target failed")
-    waiter.join(5)
+    join_all([waiter], "a caller waiting on a closed switch")
     assert late == [None] and closed.closed == "fast failed and the target failed"

@@ -106,7 +106,7 @@ def test_cli_process_never_loads_streamlit_or_the_runtime():
              "dashboard.render.timeline_figures; "
              "bad = [m for m in ('streamlit', 'onnxruntime_qnn', 'onnxruntime') if m in sys.modules]; "
              "print(bad); sys.exit(1 if bad else 0)")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from deadlines import within
 
 from dashboard.errors import UserError
 from dashboard.intake import uploads
@@ -79,13 +80,14 @@ def other_user():
     if os.geteuid() != 0 or not shutil.which("useradd"):
         pytest.skip("creating a second OS user needs root and useradd")
     name = f"qbl{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], capture_output=True, text=True)
+    made = subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], capture_output=True, text=True,
+                          timeout=60)
     if made.returncode != 0:
         pytest.skip(f"useradd is not permitted here: {made.stderr.strip()}")
     try:
         yield name, pwd.getpwnam(name).pw_uid
     finally:
-        subprocess.run(["userdel", name], capture_output=True, check=False)
+        subprocess.run(["userdel", name], capture_output=True, check=False, timeout=60)
 
 
 def test_a_folder_another_user_made_at_the_old_fixed_path_does_not_stop_uploads(monkeypatch, tmp_path, other_user):
@@ -99,7 +101,7 @@ def test_a_folder_another_user_made_at_the_old_fixed_path_does_not_stop_uploads(
         shared.chmod(0o1777)
         monkeypatch.setattr(uploads.tempfile, "tempdir", str(shared))
         planted = shared / f"qnn-backend-lab-uploads-{os.getuid()}"
-        subprocess.run(["runuser", "-u", name, "--", "mkdir", "-m", "0777", str(planted)], check=True)
+        subprocess.run(["runuser", "-u", name, "--", "mkdir", "-m", "0777", str(planted)], check=True, timeout=60)
         assert planted.stat().st_uid == uid
         lease = store(b"model bytes")
         assert lease.path.read_bytes() == b"model bytes"
@@ -232,7 +234,7 @@ def test_a_file_another_process_uses_survives_until_it_exits(upload_dir):
     holder = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env=env)
     try:
-        path = Path(holder.stdout.readline().strip())
+        path = Path(within(holder.stdout.readline, "the holding process's lease path").strip())
         mine = store(b"shared model")
         assert mine.path == path
         del mine

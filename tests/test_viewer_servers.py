@@ -43,7 +43,8 @@ def refused(port: int, path: str) -> int:
 
 def listening_addresses(port: int) -> set[str]:
     """Local addresses listening on ``port``, as the kernel reports them (``ss -ltn``)."""
-    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
     return {re.sub(r":\d+$", "", line.split()[3]) for line in out.splitlines() if line.strip()}
 
 

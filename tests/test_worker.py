@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from deadlines import within
 from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
@@ -93,13 +94,13 @@ def converse(requests: list[dict], env: dict | None = None) -> list[dict]:
     the next; stdin stays open until the last reply (closing it means the client is gone)."""
     proc = subprocess.Popen(local_worker_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
                             env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})})
-    replies = [json.loads(proc.stdout.readline())]
+    replies = [json.loads(within(proc.stdout.readline, "the worker's hello"))]
     try:
         for request in requests:
             proc.stdin.write((request if isinstance(request, str) else json.dumps(request)).encode() + b"\n")
             proc.stdin.flush()
             while True:
-                reply = json.loads(proc.stdout.readline())
+                reply = json.loads(within(proc.stdout.readline, f"the worker's reply to {request!r:.80}"))
                 if "event" not in reply:
                     replies.append(reply)
                     break
@@ -223,11 +224,11 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
                           "    time.sleep(600)\n")
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
                             env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TMPDIR": str(tmp_path)})
-    assert "hello" in json.loads(proc.stdout.readline())
+    assert "hello" in json.loads(within(proc.stdout.readline, "the worker's hello"))
     request = {"id": 1, "cmd": "partition", "args": {"path": "m.onnx", "config": {}, "backends": ["htp"]}}
     proc.stdin.write(json.dumps(request).encode() + b"\n")
     proc.stdin.flush()
-    folder = Path(json.loads(proc.stdout.readline())["event"]["stage"])
+    folder = Path(json.loads(within(proc.stdout.readline, "the handler's first event"))["event"]["stage"])
     assert folder.is_dir() and folder.parent == tmp_path
     proc.stdin.close()  # what the OS does when the client dies, and sshd when the connection drops
     assert proc.wait(timeout=15) == EXIT_ORPHANED
