@@ -9,16 +9,13 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import shutil
 import subprocess
-import sys
-import sysconfig
-import venv
 import zipfile
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from wheel_env import build_wheel, install_in_fresh_env
 from test_devices_ssh import sshd  # noqa: F401 - the loopback sshd fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,30 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """The wheel built without build isolation from a copy of the sources, installed without
-    dependencies into a fresh venv that sees the test environment's packages through a ``.pth``
-    line (onnxruntime-qnn and the rest are not downloaded again)."""
+    """The wheel installed into a fresh venv (``wheel_env``): the project from the wheel only."""
     tmp = tmp_path_factory.mktemp("installed")
-    source = tmp / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for name in ("dashboard", "samples"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
-                    "--quiet", "-w", str(tmp / "dist")], check=True, capture_output=True, timeout=300)
-    wheel = next((tmp / "dist").glob("qnn_backend_lab-*.whl"))
+    wheel = build_wheel(tmp)
     assert "dashboard/runtime/requirements-worker.txt" in zipfile.ZipFile(wheel).namelist()
-    env_dir = tmp / "env"
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    Path(site, "test_environment.pth").write_text("\n".join(sorted(deps)) + "\n", encoding="utf-8")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], check=True,
-                   capture_output=True, timeout=300)
-    return env_dir
+    return install_in_fresh_env(wheel, tmp / "env")
 
 
 def run(env_dir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

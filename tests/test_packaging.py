@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tomllib
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheel_env import build_wheel, install_in_fresh_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKOUT_PACKAGES = sorted(".".join(p.parent.relative_to(ROOT).parts)
@@ -37,33 +35,15 @@ def test_the_top_level_worker_requirements_are_the_package_s_copy():
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """The wheel, built from a copy of the checkout's sources, installed without dependencies into
-    a fresh environment that sees the test environment's packages (a path line in a .pth file)."""
+    a fresh environment that sees the test environment's packages (``wheel_env``)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    for name in ("dashboard", "samples"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
-                    "--quiet", "-w", str(tmp / "dist")], check=True, capture_output=True, timeout=300)
-    wheel = next((tmp / "dist").glob("qnn_backend_lab-*.whl"))
+    wheel = build_wheel(tmp)
     names = set(zipfile.ZipFile(wheel).namelist())
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "dashboard").rglob("*.py")}
     assert sources <= names, sorted(sources - names)[:5]
     assert {f"dashboard/samples/{p.name}" for p in (ROOT / "samples").glob("*.onnx")} <= names
     assert "dashboard/runtime/requirements-worker.txt" in names  # what device install ships
-
-    env_dir = tmp / "env"
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True, timeout=300).stdout.strip()
-    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    Path(site, "test_environment.pth").write_text("\n".join(sorted(deps)) + "\n", encoding="utf-8")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", str(wheel)], check=True,
-                   capture_output=True, timeout=300)
-    return env_dir
+    return install_in_fresh_env(wheel, tmp / "env")
 
 
 def outside(env_dir: Path, *argv: str) -> subprocess.CompletedProcess:
