@@ -106,6 +106,8 @@ def test_hash_password_command(tmp_path):
     ("https://127.0.0.1:8501", "127.0.0.1:8501", True),
     ("null", "127.0.0.1:8501", False),
     ("file://", "127.0.0.1:8501", False),
+    ("http://[::1", "[::1]:8501", False),  # malformed: refused, never a server error
+    ("http://127.0.0.1:8501\x00", "127.0.0.1:8501", False),
 ])
 def test_same_origin(origin, host, same):
     assert same_origin(origin, host, {}) is same
@@ -169,6 +171,16 @@ def test_the_sign_in_form_takes_the_password(gated):
                    form(PASSWORD.replace(" ", "+")))[0] == 403
     evil_next = f"secret={PASSWORD.replace(' ', '+')}&next=//evil.example/".encode()
     assert request(gated, "/_qnn_lab/sign-in", headers, "POST", evil_next)[1]["location"] == "/"
+
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "http://[::1"}, {"Host": "[::1"}, {"Host": "127.0.0.1:99999x"}, {"Cookie": 'qnn-lab-1="\\'},
+    {"Cookie": "x" * 6000},
+])
+def test_malformed_headers_are_refused_not_a_server_error(gated, headers):
+    status, _, _ = request(gated, "/", headers)
+    assert status in (400, 401, 403, 421), status
+    assert "Traceback" not in gated.log_text()
 
 
 def test_a_rebound_host_name_gets_nothing_even_with_the_token(gated):

@@ -116,8 +116,11 @@ async def _check(keeper: access.Gatekeeper, secret: str) -> bool:
 
 def same_origin(origin: str, host: str, scope) -> bool:
     """Whether an ``Origin`` header names the server the request was sent to (scheme, host and
-    port): ``null`` and other ports or hosts are foreign."""
-    parts = urlsplit(origin)
+    port): ``null``, a malformed one and other ports or hosts are foreign."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:  # e.g. "http://[::1" (an unclosed IPv6 bracket)
+        return False
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return False
     default = "443" if parts.scheme == "https" else "80"
