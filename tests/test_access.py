@@ -110,7 +110,7 @@ def test_hash_password_command(tmp_path):
     ("http://127.0.0.1:8501\x00", "127.0.0.1:8501", False),
 ])
 def test_same_origin(origin, host, same):
-    assert same_origin(origin, host, {}) is same
+    assert same_origin(origin, host) is same
 
 
 # -- a real server ----------------------------------------------------------------------------------

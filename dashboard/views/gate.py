@@ -62,7 +62,7 @@ class Gate:
             await _refuse(scope, send, 421, "This dashboard does not answer to that host name.")
             return
         origin = headers.get("origin")
-        if origin is not None and not same_origin(origin, host, scope):
+        if origin is not None and not same_origin(origin, host):
             await _refuse(scope, send, 403, "Cross-origin requests are refused.")
             return
         path = scope.get("path", "")
@@ -114,7 +114,7 @@ async def _check(keeper: access.Gatekeeper, secret: str) -> bool:
         return await asyncio.to_thread(keeper.accepts, secret)
 
 
-def same_origin(origin: str, host: str, scope) -> bool:
+def same_origin(origin: str, host: str) -> bool:
     """Whether an ``Origin`` header names the server the request was sent to (scheme, host and
     port): ``null``, a malformed one and other ports or hosts are foreign."""
     try:
@@ -223,7 +223,8 @@ async def lifespan(_app):
         os._exit(2)  # uvicorn would print a traceback for an exception raised here
     print(keeper.banner(st.get_option("server.address") or "127.0.0.1"), file=sys.stderr, flush=True)
     streamlit_hosts = {h.lower().strip("[]") for h in st.get_option("server.allowedHosts") or []}
-    missing = [h for h in keeper.config.hosts if streamlit_hosts and h not in streamlit_hosts and h != "*"]
+    every = not streamlit_hosts or "*" in streamlit_hosts  # Streamlit's "any host"
+    missing = [] if every else [h for h in keeper.config.hosts if h not in streamlit_hosts]
     if missing:
         print(f"warning: server.allowedHosts lacks {', '.join(missing)}: Streamlit will refuse their websockets; "
               "add them to it as well", file=sys.stderr, flush=True)
