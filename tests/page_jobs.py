@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from streamlit.testing.v1 import AppTest
+if TYPE_CHECKING:  # imported where a page is opened: modules that only list the pages stay Streamlit-free
+    from streamlit.testing.v1 import AppTest
 
 TIMEOUT = 300
+ROOT = Path(__file__).resolve().parent.parent
+# The provider-option text areas of the pages that take them, by page.
+OPTION_AREAS = [("partitions", "Extra QNN provider options (KEY=VALUE per line)"),
+                ("timeline", "Extra QNN provider options for the HTP (KEY=VALUE per line)")]
+
+
+def page_with_model(name: str, model: Path, title: str = "cnn32", timeout: float = TIMEOUT) -> AppTest:
+    """The page ``pages/{name}.py`` of app.py, run once with ``model`` selected by path."""
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.intake.digest import file_digest
+    from dashboard.views.state import SelectedModel
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout).switch_page(f"pages/{name}.py")
+    at.session_state["selected_model"] = SelectedModel(str(model), title, file_digest(model), "path")
+    at.session_state["intake_started"] = True
+    return at.run()
 
 
 def settle(at: AppTest, slot: str = "partition_job", timeout: float = TIMEOUT) -> AppTest:

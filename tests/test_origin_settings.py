@@ -24,11 +24,11 @@ from pathlib import Path
 import onnx
 import pytest
 from fake_workers import processes_with_env
+from page_jobs import OPTION_AREAS
 
 from dashboard import access
 from dashboard.access import BROWSER, TERMINAL
 from dashboard.errors import UserError
-from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime import qnn_options
 from dashboard.runtime.devices import Device, portable_quote, ps_quote
@@ -239,18 +239,12 @@ def test_the_cli_notes_that_a_remote_device_s_paths_are_not_checked(model, tmp_p
 
 
 # -- the pages ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, area", [("partitions", "Extra QNN provider options (KEY=VALUE per line)"),
-                                        ("timeline", "Extra QNN provider options for the HTP (KEY=VALUE per line)")])
+@pytest.mark.parametrize("name, area", OPTION_AREAS)
 def test_the_pages_refuse_every_library_path_and_writing_option(model, name, area, tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    from dashboard.views.state import SelectedModel
+    from page_jobs import page_with_model
 
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).switch_page(f"pages/{name}.py")
-    at.session_state["selected_model"] = SelectedModel(str(model), "cnn32", file_digest(model), "path")
-    at.session_state["intake_started"] = True
-    at.run()
+    at = page_with_model(name, model)
     for option, value in page_refused_settings(tmp_path).items():
         line = as_option(option, value)
         next(t for t in at.text_area if t.label == area).set_value(f"htp_performance_mode=burst\n{line}")

@@ -13,14 +13,12 @@ from pathlib import Path
 import onnx
 import pytest
 from fake_workers import processes_with_env
-from streamlit.testing.v1 import AppTest
+from page_jobs import OPTION_AREAS, page_with_model
 
 from dashboard.errors import UserError
-from dashboard.intake.digest import file_digest
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.qnn_options import OPTIONS
-from dashboard.views.state import SelectedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = "htp_performance_mode=notamode"
@@ -106,14 +104,10 @@ def test_the_cli_refuses_a_bad_option_in_one_line_before_starting_a_worker(model
     assert processes_with_env("QNN_LAB_TEST_MARK", mark) == []
 
 
-@pytest.mark.parametrize("name, area", [("partitions", "Extra QNN provider options (KEY=VALUE per line)"),
-                                        ("timeline", "Extra QNN provider options for the HTP (KEY=VALUE per line)")])
+@pytest.mark.parametrize("name, area", OPTION_AREAS)
 def test_the_pages_refuse_a_bad_option_with_the_valid_values(model, name, area, tmp_path, monkeypatch):
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).switch_page(f"pages/{name}.py")
-    at.session_state["selected_model"] = SelectedModel(str(model), "cnn32", file_digest(model), "path")
-    at.session_state["intake_started"] = True
-    at.run()
+    at = page_with_model(name, model)
     next(t for t in at.text_area if t.label == area).set_value(BAD)
     if name == "partitions":  # its options are a form: they apply with Apply
         at.button(key="pt_apply").click()
