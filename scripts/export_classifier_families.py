@@ -551,6 +551,9 @@ def torch_exports() -> None:
     export(TacotronStepDecoder(), tac, "torch_tacotron2_decoder_iter.onnx",
            ["decoder_input", *state_names, "memory", "processed_memory", "mask"],
            ["decoder_output", "gate_prediction", *[f"out_{n}" for n in state_names]], seq_axes)
+    export_dynamo(TacotronStepDecoder(), tac, "torch_tacotron2_decoder_iter_dynamo.onnx",
+                  ["decoder_input", *state_names, "memory", "processed_memory", "mask"],
+                  ["decoder_output", "gate_prediction", *[f"out_{n}" for n in state_names]], None)
     export(FastSpeechStyle(), (torch.randint(0, 80, (b, 9)),), "torch_fastspeech_nar_tts.onnx", ["phoneme_ids"],
            ["mel", "log_durations"], {"phoneme_ids": {0: "batch", 1: "phonemes"}})
 

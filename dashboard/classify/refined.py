@@ -786,7 +786,7 @@ def _cross_attention_past(inputs: list[TensorSpec], kv_pairs: list[_KvPair], ski
         if spec.name in pasts or spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None \
                 or len(spec.shape) < 3 or not _hinted(spec.name, _PAST_HINTS):
             continue
-        if any(_same_layout(spec, p.past) for p in kv_pairs):
+        if any(_shapes_compatible(spec, p.past) for p in kv_pairs):  # equal but for the length axis
             found.append(spec)
     return found
 
