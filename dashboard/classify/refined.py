@@ -1096,6 +1096,9 @@ class _Facts:
 
 
 def _decoder_facts(model: ModelGraph, index: _Index, text: _Text) -> _Facts:
+    """Frames first (a speech decoder's frames so far are its tokens, not a cache), then the KV
+    cache and its encoder half, then the states that remain: each later rule skips what an
+    earlier one explained."""
     token_inputs = {e.input.name for e in text.embeddings}
     frames, frame_inputs = _frame_decoder(model, index, token_inputs)
     kv_pairs, states = _kv_pairs(model, index, model.inputs, token_inputs | set(frame_inputs))
