@@ -339,3 +339,18 @@ def test_positions_against_lengths_are_a_padding_mask_not_a_causal_one(tmp_path)
     assert not fired(_positions_compared(tmp_path, "lengths", "padding"), "causal_mask")
     causal = fired(_positions_compared(tmp_path, "positions", "causal"), "causal_mask")
     assert any("compares positions from Range 'arange' and Range 'arange'" in e for e in causal)
+
+
+def test_the_hand_written_family_members_are_what_their_builders_build():
+    """``scripts/build_classifier_families.py`` rebuilds every committed ``built_*`` model byte for
+    byte (seeded weights), so the graphs in the zoo are the patterns its code describes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_families", DATA.parent.parent / "scripts"
+                                                  / "build_classifier_families.py")
+    builders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builders)
+    committed = {p.name for p in (DATA / "families").glob("built_*.onnx")}
+    assert committed == set(builders.BUILDERS)
+    for name, build in builders.BUILDERS.items():
+        assert build().SerializeToString() == (DATA / "families" / name).read_bytes(), name
