@@ -13,7 +13,8 @@ from fake_workers import gone_within
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
-from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze, parse_assignments
+from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze
+from dashboard.runtime.knobs import parse_assignments
 from dashboard.partition.protocol import Stage
 from dashboard.partition.report import PartitionReport
 
