@@ -5,6 +5,7 @@ each front end words them its own way, and the constants exist once."""
 from __future__ import annotations
 
 import ast
+import os
 import dataclasses
 import json
 import re
@@ -260,3 +261,34 @@ def test_the_table_loads_no_runtime():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'onnx', 'onnxruntime'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+# -- timelines take every setting ------------------------------------------------------------------------
+def test_a_timeline_takes_input_shapes_and_the_optimization_level(tmp_path):
+    """A model whose input has an unnamed dimension: the HTP refuses it as it is, and serves it
+    once ``--shape`` declares the whole shape (in a copy every session of the run reads, the cached
+    EPContext one included); the optimization level reaches every session the run builds."""
+    from dashboard.timeline.model import TimelineOptions
+    from dashboard.timeline.runner import Runner
+
+    model = pm.save(pm.dynamic_model(batch=None), tmp_path, "unnamed")
+    env = {"QNN_LAB_MODEL_STORE": str(tmp_path / "models"), "QNN_LAB_CONTEXT_STORE": str(tmp_path / "contexts"),
+           "QNN_LAB_CACHE": str(tmp_path / "cache")}
+
+    def timeline(*flags: str) -> dict:
+        done = subprocess.run([sys.executable, "-m", "dashboard", "timeline", str(model), "--strategies",
+                               "target,cached", "--requests", "3", "--json", *flags], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def served(run: dict) -> dict:
+        return {name: s["metrics"]["served"] for name, s in run["strategies"].items()}
+
+    assert served(timeline()) == {"target": {}, "cached": {}}  # QNN claims nothing of [?, 16]
+    shaped = timeline("--shape", "x=2,16", "--optimization-level", "basic")
+    assert served(shaped) == {"target": {"htp": 3}, "cached": {"htp": 3}}
+    assert shaped["options"]["shapes"] == {"x": [2, 16]} and shaped["options"]["optimization_level"] == "basic"
+    runner = Runner(str(model), TimelineOptions(optimization_level="disabled", shapes={"x": (2, 16)}),
+                    lambda event: None, tmp_path)
+    assert {runner._config(b)[0].optimization_level for b in ("cpu", "htp")} == {"disabled"}
