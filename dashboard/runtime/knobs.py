@@ -25,7 +25,8 @@ import typing
 from typing import Any, ClassVar, TypeVar
 
 from dashboard.errors import UserError
-from dashboard.runtime.socs import DEFAULT_SOC
+from dashboard.runtime import qnn_options
+from dashboard.runtime.socs import DEFAULT_SOC, SOCS, resolve_soc, soc_for
 from dashboard.serde import Record
 
 BACKENDS = ("htp", "gpu")  # the QNN backends an analysis measures
@@ -76,12 +77,6 @@ def _knob(kind: str, default: Any = dataclasses.MISSING, *, factory: Any = datac
     return field(default=default, default_factory=factory, metadata=meta)
 
 
-def _soc_choices() -> tuple[str, ...]:
-    from dashboard.runtime.socs import SOCS
-
-    return tuple(s.key for s in SOCS)
-
-
 @dataclass
 class Settings(Record):
     """What decides how an analysis builds its sessions. ``dims`` are the user's overrides (every
@@ -128,9 +123,7 @@ class Settings(Record):
         help="give up on the runtime worker after this many seconds")
 
     def __post_init__(self) -> None:
-        from dashboard.intake.shapes import check_dims
-        from dashboard.runtime import qnn_options
-        from dashboard.runtime.socs import soc_for
+        from dashboard.intake.shapes import check_dims  # here: it loads onnx, which the CLI's parser must not
 
         self.backends = check_backends(self.backends)
         if not isinstance(self.fp16, bool):
@@ -149,8 +142,6 @@ class Settings(Record):
     def _check_fp16_soc_model(self) -> None:
         """The runtime refuses ``enable_htp_fp16_precision`` without a ``soc_model``: a SoC none is
         published for needs the user's, before any process starts."""
-        from dashboard.runtime.socs import resolve_soc
-
         if not self.fp16 or "soc_model" in self.provider_options:
             return
         soc = resolve_soc(self.soc)
@@ -234,7 +225,7 @@ def _table() -> tuple[Knob, ...]:
         meta = f.metadata["knob"]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         if meta["kind"] == "soc":
-            meta = {**meta, "choices": _soc_choices()}
+            meta = {**meta, "choices": tuple(s.key for s in SOCS)}
         rows.append(Knob(key=f.name, type=hints[f.name], default=default, **meta))
     return tuple(rows)
 
