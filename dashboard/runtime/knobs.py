@@ -12,8 +12,8 @@ Hints name a knob by its key (``ref("fp16")`` is ``⟨fp16⟩`` in a suggestion 
 front end's spelling: the CLI words it ``--fp16``, a page ``option ‘HTP fp16 precision’``, the
 notebook ``setting fp16`` (``words``). So a report cached by one front end reads right in another.
 
-No import here loads numpy, onnx or the runtime: the CLI builds its parser from this table before
-it starts the runtime worker.
+Importing this module loads neither numpy, onnx nor the runtime (the checks import what they need
+when they run): the CLI builds its parser from this table before it starts the runtime worker.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import typing
 from typing import Any, ClassVar, TypeVar
 
 from dashboard.errors import UserError
-from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import DEFAULT_SOC, SOCS, resolve_soc, soc_for
 from dashboard.serde import Record
 
@@ -123,7 +122,10 @@ class Settings(Record):
         help="give up on the runtime worker after this many seconds")
 
     def __post_init__(self) -> None:
-        from dashboard.intake.shapes import check_dims  # here: it loads onnx, which the CLI's parser must not
+        # Imported here: the CLI builds its parser from this module before it starts the worker, and
+        # these load onnx (shapes) and the access settings (qnn_options) it needs only afterwards.
+        from dashboard.intake.shapes import check_dims
+        from dashboard.runtime import qnn_options
 
         self.backends = check_backends(self.backends)
         if not isinstance(self.fp16, bool):
