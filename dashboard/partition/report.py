@@ -4,7 +4,7 @@ These plain dataclasses are the JSON contract of ``python -m dashboard partition
 item 8), the on-disk cache, and a device report (a file written with ``--out`` on a Snapdragon
 device that replaces predicted figures with measured ones)::
 
-    {"model": str, "digest": str, "options": {...},
+    {"model": str, "digest": str, "options": Settings (runtime.knobs: backends, fp16, soc, ...),
      "backends": {"htp": BackendReport, "gpu": BackendReport},
      "classes": {"both": [names], "gpu_only": [...], "htp_only": [...], "neither": [...],
                  "removed": [...]},
@@ -36,6 +36,7 @@ from typing import Literal
 from dashboard.errors import UserError
 from dashboard.intake.shapes import TensorShape
 from dashboard.partition.plans import Plan
+from dashboard.runtime.knobs import Settings
 from dashboard.serde import Record, SchemaError, loads
 
 SCHEMA = "qnn-backend-lab/partition-report/1"
@@ -176,7 +177,7 @@ class PartitionReport(Record):
 
     model: str
     digest: str
-    options: dict
+    options: Settings
     backends: dict[str, BackendReport]
     classes: NodeClasses
     plans: dict[str, Plan]
