@@ -4,6 +4,7 @@ each front end words them its own way, and the constants exist once."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import os
 import dataclasses
@@ -292,3 +293,20 @@ def test_a_timeline_takes_input_shapes_and_the_optimization_level(tmp_path):
     runner = Runner(str(model), TimelineOptions(optimization_level="disabled", shapes={"x": (2, 16)}),
                     lambda event: None, tmp_path)
     assert {runner._config(b)[0].optimization_level for b in ("cpu", "htp")} == {"disabled"}
+
+
+def test_the_partition_json_words_hints_as_flags(tmp_path, monkeypatch, capsys):
+    """What a pipeline reads from ``partition --json`` names the command's flags, not the cache's keys."""
+    from dashboard.cli import partition as cli_partition
+    from dashboard.partition.report import NodeClasses, PartitionReport, failed
+
+    report = PartitionReport(model="m.onnx", digest="d", options=Settings(), classes=NodeClasses(), plans={},
+                             backends={"htp": failed("htp", "timed out", "raise ⟨timeout⟩ or lower ⟨dims⟩")})
+    monkeypatch.setattr(cli_partition, "analyze_from_args", lambda args, quiet=False: report)
+    out = tmp_path / "r.json"
+    args = argparse.Namespace(json=True, out=str(out))
+    assert cli_partition.run(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    for data in (printed, json.loads(out.read_text())):
+        hint = data["backends"]["htp"]["suggestion"]
+        assert "--timeout" in hint and "--dim" in hint and "⟨" not in hint

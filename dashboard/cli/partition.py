@@ -87,6 +87,10 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
 
 def run(args: argparse.Namespace) -> int:
     report = analyze_from_args(args, quiet=args.json)
+    from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
+    from dashboard.runtime.knobs import CLI
+
+    report = worded(report, CLI)  # hints as this command's user spells them, in the text and the JSON
     data = report.to_json()
     if args.out:
         try:
@@ -98,10 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(data)
     else:
-        from dashboard.partition.analysis import worded
-        from dashboard.runtime.knobs import CLI
-
-        print("\n".join(render_text(worded(report, CLI))))
+        print("\n".join(render_text(report)))
     return 0
 
 
