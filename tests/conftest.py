@@ -145,6 +145,7 @@ TIER_TESTS: dict[str, set[str]] = {
     },
     "simulator": {
         "test_device_cli.py::test_this_host_says_htp_simulator_through_the_cli",
+        "test_root_causes.py::test_the_htp_names_nonzero_and_range_as_root_causes_on_the_simulator",
         "test_runtime.py::test_runtime_refusal_carries_its_own_message",
         "test_runtime.py::test_probe_success_means_qnn_claimed_nodes",
         "test_runtime.py::test_assignment_lists_each_subgraph",

@@ -292,3 +292,51 @@ def fusion_patterns() -> dict[str, onnx.ModelProto]:
         "qdq_conv": _qdq_conv(),
         "qdq_matmul": _qdq_matmul(),
     }
+
+
+def dynamic_detector_model(heads: int = 6) -> onnx.ModelProto:
+    """A small Mask R-CNN-like graph: a static backbone, then a data-dependent part.
+
+    Conv -> Relu -> Conv -> Sigmoid scores; ``NonZero`` of the scores above a threshold picks the
+    positions (a count known only at run time), ``Gather`` takes their features, ``heads`` elementwise
+    box-head steps follow, and a ``Range`` over the number of picks (a limit computed from the data)
+    numbers them. The HTP claims the backbone; NonZero and the Range are the root causes: every node
+    after them fails with "Cannot get shape"."""
+    i64 = np.int64
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], name="backbone_conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"], name="backbone_relu"),
+        helper.make_node("Conv", ["r0", "ws"], ["s0"], name="score_conv"),
+        helper.make_node("Sigmoid", ["s0"], ["s1"], name="score_sigmoid"),
+        helper.make_node("Reshape", ["s1", "flat"], ["scores"], name="scores_flat"),
+        helper.make_node("Greater", ["scores", "threshold"], ["keep"], name="keep"),
+        helper.make_node("NonZero", ["keep"], ["picked"], name="nonzero"),
+        helper.make_node("Squeeze", ["picked", "ax0"], ["idx"], name="picked_idx"),
+        helper.make_node("Reshape", ["r0", "feat_shape"], ["f0"], name="features_flat"),
+        helper.make_node("Transpose", ["f0"], ["f1"], name="features_t", perm=[1, 0]),
+        helper.make_node("Gather", ["f1", "idx"], ["rois"], name="roi_gather", axis=0),
+    ]
+    prev = "rois"
+    for i in range(heads):
+        op = ("Mul", "Add")[i % 2]
+        nodes.append(helper.make_node(op, [prev, f"k{i}"], [f"h{i}"], name=f"box_head{i}"))
+        prev = f"h{i}"
+    nodes += [
+        helper.make_node("Shape", [prev], ["n_shape"], name="count_shape"),
+        helper.make_node("Gather", ["n_shape", "zero"], ["n"], name="count", axis=0),
+        helper.make_node("Range", ["zero", "n", "one"], ["ids"], name="roi_ids"),
+        helper.make_node("Cast", ["ids"], ["idsf"], name="roi_ids_float", to=F),
+        helper.make_node("Unsqueeze", ["idsf", "ax1"], ["idsc"], name="roi_ids_col"),
+        helper.make_node("Add", [prev, "idsc"], ["y"], name="numbered"),
+    ]
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.random((8, 3, 3, 3), dtype=np.float32) - 0.5, "w0"),
+             numpy_helper.from_array(rng.random((1, 8, 1, 1), dtype=np.float32), "ws"),
+             numpy_helper.from_array(np.array([256], i64), "flat"),
+             numpy_helper.from_array(np.array([8, 256], i64), "feat_shape"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "threshold"),
+             numpy_helper.from_array(np.array([0], i64), "ax0"), numpy_helper.from_array(np.array([1], i64), "ax1"),
+             numpy_helper.from_array(np.array(0, i64), "zero"), numpy_helper.from_array(np.array(1, i64), "one"),
+             *(numpy_helper.from_array(np.full((8,), 0.5 + i, np.float32), f"k{i}") for i in range(heads))]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("y", F, ["n_picked", 8])], inits)

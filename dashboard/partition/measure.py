@@ -42,7 +42,7 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, Node, producers_of
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import TensorShape
-from dashboard.partition import cache, gpu_rules
+from dashboard.partition import cache, gpu_rules, root_causes
 from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
@@ -508,10 +508,14 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
         if runtime_graph.shapes is None:  # optimizations disabled: the EPs get the model's own graph
             runtime_graph = RuntimeGraph(runtime_graph.opt, shapes, scalar_constants(prepared.structure))
         placement = place_model_nodes(prepared.graph, runtime_graph.opt)
+        merged = _merged_shapes(shapes, runtime_graph.shapes)
         reports = _reports(prepared, runtime_graph, placement, raw, versions(), emit)
+        for report in reports.values():
+            if report.nodes:
+                root_causes.attach(report, prepared.graph, merged)
         emit(Stage("done", 1.0))
         return PartitionResult(
-            backends={b: reports[b] for b in backends}, shapes=_merged_shapes(shapes, runtime_graph.shapes),
+            backends={b: reports[b] for b in backends}, shapes=merged,
             shape_source=shape_source, placement={name: (p.kind, p.target) for name, p in placement.items()},
             optimized_nodes=len(runtime_graph.opt.nodes), renamed_nodes=prepared.renamed, runtime=versions(),
             seconds=round(time.perf_counter() - started, 3))

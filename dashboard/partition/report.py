@@ -70,6 +70,20 @@ class NodeSupport(Record):
 
 
 @dataclass
+class RootCause(Record):
+    """One origin of unknown shapes and what its refusal costs downstream (``partition.root_causes``:
+    a NonZero or data-dependent Range whose output size is known only at run time)."""
+
+    node: str  # the model node (or graph input) where the dynamic size is born
+    op_type: str  # its op type, or "(graph input)"
+    supported: bool  # whether the backend itself took the origin
+    reason: str | None  # the backend's reason for refusing it (None: it took it, or an input)
+    downstream: int  # refused nodes that fail for an unknown shape because of it
+    examples: list[str] = field(default_factory=list)  # a few of them, in model order
+    fix: str = ""
+
+
+@dataclass
 class BackendReport(Record):
     """What one QNN backend claims of the model, measured on a real EP or predicted."""
 
@@ -83,6 +97,9 @@ class BackendReport(Record):
     added_nodes: list[dict] = field(default_factory=list)  # ORT/EP-inserted nodes (layout Transposes ...)
     source: str = ""  # where the figures come from: host + runtime, rule table, device report file
     seconds: float | None = None
+    # Shape-driven fallback, origins apart from the nodes they make fail ("Cannot get shape"):
+    root_causes: list[RootCause] = field(default_factory=list)
+    shape_failures: int = 0  # refused nodes traced to one of the root causes (the origins excluded)
 
     @property
     def usable(self) -> bool:

@@ -40,6 +40,7 @@ from dashboard.runtime import qnn_options
 from dashboard.runtime.devices import Device
 from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
 from dashboard.views import graph_viewer, jobs, state
+from dashboard.views.blockers import render_blockers
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
 
@@ -96,6 +97,7 @@ def render() -> None:
     _diff_against_previous(report, options)
     _backend_status(report)
     _class_metrics(report)
+    render_blockers(report)
     _off_npu(report)
     plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
                                                       key="pt_tabs")
