@@ -53,15 +53,16 @@ def package_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def reference_device(soc_key: str) -> str:
-    """AI Hub's reference device of the chipset compiled for ``soc_key``'s soc_model and Hexagon arch."""
+def reference_devices(soc_key: str) -> list[str]:
+    """AI Hub's reference devices of the chipsets compiled for ``soc_key``'s soc_model and Hexagon
+    arch, the chipset that names the SoC among its aliases first (several parts share a soc_model)."""
     soc = resolve_soc(soc_key)
     chipsets = yaml.safe_load((package_dir() / "devices_and_chipsets.yaml").read_text())["chipsets"]
-    for chipset in chipsets.values():
-        if chipset.get("soc_model") == soc.soc_model and chipset.get("htp_version") == soc.htp_arch:
-            if chipset.get("reference_device"):
-                return chipset["reference_device"]
-    raise AssertionError(f"no AI Hub chipset with soc_model {soc.soc_model} and v{soc.htp_arch} ({soc_key})")
+    matching = [c for c in chipsets.values() if c.get("soc_model") == soc.soc_model
+                and c.get("htp_version") == soc.htp_arch and c.get("reference_device")]
+    matching.sort(key=lambda c: not any(a.split("-")[0] == soc.key for a in c.get("aliases", ())))
+    assert matching, f"no AI Hub chipset with soc_model {soc.soc_model} and v{soc.htp_arch} ({soc_key})"
+    return [c["reference_device"] for c in matching]
 
 
 @dataclass(frozen=True)
@@ -76,15 +77,19 @@ class Fallback:
         return self.cpu / max(self.total, 1)
 
 
-def on_device(model_id: str, device: str) -> Fallback:
-    """What AI Hub measured: the ``layer_counts`` of the model's (single) component on ``device``."""
+def on_device(model_id: str, devices: list[str]) -> tuple[str, Fallback]:
+    """What AI Hub measured: the ``layer_counts`` of the model's (single) component on the first of
+    ``devices`` it was measured on."""
     perf = yaml.safe_load((package_dir() / "models" / model_id / "perf.yaml").read_text())
     components = perf["precisions"][PRECISION]["components"]
     assert len(components) == 1, f"{model_id}: several components {list(components)}"
-    entry = next(iter(components.values()))["performance_metrics"][device][RUNTIME]
+    metrics = next(iter(components.values()))["performance_metrics"]
+    device = next((d for d in devices if RUNTIME in metrics.get(d, {})), None)
+    assert device is not None, f"{model_id}: no {RUNTIME} result on {devices}"
+    entry = metrics[device][RUNTIME]
     assert entry["job_status"] == "Passed", entry
     counts = entry["layer_counts"]
-    return Fallback(counts.get("cpu", 0), counts["total"])
+    return device, Fallback(counts.get("cpu", 0), counts["total"])
 
 
 def in_report(htp: BackendReport) -> Fallback:
@@ -111,12 +116,17 @@ def test_the_committed_set_covers_five_architectures_with_mobilenet_v3():
         assert (package_dir() / "models" / name / "perf.yaml").is_file(), name
 
 
+def test_each_soc_is_matched_to_its_reference_phone_or_laptop():
+    assert reference_devices("sm8750")[0] == "Samsung Galaxy S25"  # SM8750-AC, soc_model 69, v79
+    assert reference_devices("sm8650")[0] == "Samsung Galaxy S24"
+    assert reference_devices("sc8380xp")[0] == "Snapdragon X Elite CRD"  # before the parts sharing soc_model 60
+
+
 @pytest.mark.parametrize("soc", SOCS)
 @pytest.mark.parametrize("model_id,path", MODELS, ids=[m for m, _ in MODELS])
 def test_cpu_fallback_agrees_with_ai_hubs_devices(tmp_path, monkeypatch, soc, model_id, path):
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
-    device = reference_device(soc)
-    truth = on_device(model_id, device)
+    device, truth = on_device(model_id, reference_devices(soc))
     report = analyze(refilled(path, tmp_path), PartitionOptions(backends=("htp",), fp16=True, soc=soc), use_cache=False)
     htp = report.backends["htp"]
     assert htp.status == "measured", (htp.error, htp.suggestion)

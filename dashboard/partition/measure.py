@@ -14,6 +14,10 @@ model's own node names:
   kept under its own name, ``fused`` into a node ORT created (found by name prefix, else by the
   tensor that node now produces), or ``removed`` (folded into a constant or eliminated: it runs on
   no backend). The measurement therefore uses the configured optimization level and says so.
+- That reference is a CPU-only session, and the two sessions do not rewrite alike (a CPU session
+  decomposes HardSwish into HardSigmoid + Mul; the QNN EP takes the HardSwish whole). So the EP's
+  word comes first: a model node its session reports under its own name (claimed, left on the CPU
+  EP, or refused) gets that verdict, and the reference only explains the nodes it never named.
 - The layout transformation of NHWC backends renames claimed nodes (``conv0`` -> ``conv0_token_1``)
   and inserts Transposes; the suffix is stripped, and nodes that are not model nodes are counted as
   ``added_nodes``.
