@@ -178,6 +178,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_a_closed_session_removes_its_upload",  # 2.11 s
         "test_samples.py::test_generator_is_deterministic_across_processes",  # 2.05 s
         "test_ort_view.py::test_batchnorm_folding_changes_the_ep_verdict",  # 1.99 s
+        "test_root_causes.py::test_the_page_names_the_root_causes_before_the_downstream_count",  # 2.14 s
         "test_viewer_graph.py::test_overlays_colour_classes_verdicts_and_plans",  # 1.96 s
         "test_worker.py::test_unknown_command_and_bad_requests_keep_the_worker_alive",  # 1.95 s
         "test_origin_settings.py::test_the_devices_page_refuses_a_raw_interpreter_path_and_an_unlisted_known_hosts",

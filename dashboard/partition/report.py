@@ -12,8 +12,10 @@ device that replaces predicted figures with measured ones)::
 
 A ``BackendReport`` is ``{"status": "measured" | "predicted" | "failed", "error": str | null,
 "runtime": {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}, "nodes": {NODE: NodeSupport},
-"qnn_subgraphs": int, ...}`` and a ``NodeSupport`` is ``{"op_type", "supported": bool, "reason":
-str | null, "qnn_op": str | null, "status": ...}``. Node names are the model's own (unnamed nodes
+"qnn_subgraphs": int, "root_causes": [RootCause], "shape_failures": int, ...}`` (the origins of a
+shape-driven fallback apart from the nodes they make fail: ``partition.root_causes``) and a
+``NodeSupport`` is ``{"op_type", "supported": bool, "reason": str | null, "qnn_op": str | null,
+"status": ...}``. Node names are the model's own (unnamed nodes
 get the stable ``<op_type>#<index>`` names of ``model_io.stable_node_names``).
 
 Node ``status`` says how the verdict was reached:
