@@ -113,6 +113,9 @@ def test_the_page_names_the_root_causes_before_the_downstream_count(tmp_path):
     assert "HTP: 2 node(s) whose output size is known only at run time make 12 downstream node(s)" in warning
     table = at.dataframe[0].value
     assert list(table["node"]) == ["nonzero", "roi_ids"] and list(table["downstream"]) == [10, 3]
+    fixes = [m.value.replace("\\", "") for m in at.markdown if "Fix to try" in m.value]
+    assert len(fixes) == 1 and fixes[0].count("- **") == 2  # one line per origin
+    assert "**nonzero** (NonZero): NonZero's output length" in fixes[0] and "split the model" in fixes[0]
     empty = AppTest.from_function(script, args=(BackendReport("htp", "measured").to_json(),)).run()
     assert not empty.exception and not empty.warning and not empty.dataframe
 

@@ -90,7 +90,7 @@ def fix_for(op_type: str, name: str, node, shapes: dict[str, TensorShape]) -> st
         return (f"input {name} has a dimension with no value: fix it (--dim NAME=VALUE, or the whole shape with "
                 "--shape NAME=D1,D2,...)")
     boundary = ", ".join(t for t in (node.inputs if node is not None else ()) if t and t in shapes)[:120]
-    split = (f"or split the model at the dynamic part: everything up to {op_type} `{name}`'s inputs "
+    split = (f"or split the model at the dynamic part: everything up to the inputs of {op_type} '{name}' "
              f"({boundary or 'none'}) as one graph for the accelerator, the rest on the CPU")
     if op_type == "NonZero":
         return ("NonZero's output length is the number of hits, known only at run time: give it a static size "
