@@ -35,8 +35,10 @@ ort.set_default_logger_severity(3)
 ort.register_execution_provider_library(sys.argv[1], onnxruntime_qnn.get_library_path())
 devices = [d for d in ort.get_ep_devices() if d.ep_name == sys.argv[1]]
 options = json.loads(sys.argv[2])
-for path in sys.argv[3:]:
+level = getattr(ort.GraphOptimizationLevel, sys.argv[3])
+for path in sys.argv[4:]:
     so = ort.SessionOptions()
+    so.graph_optimization_level = level
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     so.add_provider_for_devices(devices, options)
     session = ort.InferenceSession(path, so)
@@ -50,10 +52,13 @@ def provider_options(fp16: bool) -> dict[str, str]:
     return {"backend_type": "htp", **(extra if fp16 else {})}
 
 
-def bare_claims(paths: list, fp16: bool) -> list[dict[str, set[str]]]:
+ORT_LEVELS = {"all": "ORT_ENABLE_ALL", "extended": "ORT_ENABLE_EXTENDED", "basic": "ORT_ENABLE_BASIC"}
+
+
+def bare_claims(paths: list, fp16: bool, level: str) -> list[dict[str, set[str]]]:
     """Per model: EP name -> the node names its session assigned there (layout suffixes removed)."""
-    done = subprocess.run([sys.executable, "-c", BARE, QNN, json.dumps(provider_options(fp16)), *map(str, paths)],
-                          capture_output=True, text=True, timeout=900, check=True)
+    done = subprocess.run([sys.executable, "-c", BARE, QNN, json.dumps(provider_options(fp16)), ORT_LEVELS[level],
+                           *map(str, paths)], capture_output=True, text=True, timeout=900, check=True)
     out = []
     for line in done.stdout.strip().splitlines()[-len(paths):]:
         claims: dict[str, set[str]] = {}
@@ -69,11 +74,11 @@ def worker():
         yield client
 
 
-def sweep(worker, directory, names: list[str], fp16: bool):
+def sweep(worker, directory, names: list[str], fp16: bool, level: str = "all"):
     """(pattern, the worker's HTP report, the bare session's assignment) per pattern."""
     paths = [pm.save(PATTERNS[name], directory, name) for name in names]
-    truth = bare_claims(paths, fp16)
-    config = SessionConfig(fp16=fp16, soc=SOC if fp16 else None)
+    truth = bare_claims(paths, fp16, level)
+    config = SessionConfig(fp16=fp16, soc=SOC if fp16 else None, optimization_level=level)
     for name, path, claims in zip(names, paths, truth):
         result = worker.call("partition", PartitionArgs(str(path), config, ["htp"]), timeout=600).to_json()
         yield name, result["backends"]["htp"], claims
@@ -97,11 +102,14 @@ def check(name: str, htp: dict, claims: dict[str, set[str]]) -> list[str]:
     return wrong
 
 
-def test_no_node_the_ep_claimed_is_reported_as_running_nowhere(worker, tmp_path):
-    """All patterns at fp16 for SM8750 (the configuration of the issue), one worker, one bare process."""
+@pytest.mark.parametrize("level", list(ORT_LEVELS))
+def test_no_node_the_ep_claimed_is_reported_as_running_nowhere(worker, tmp_path, level):
+    """All patterns at fp16 for SM8750 (the configuration of the issue), at each optimization level
+    that rewrites (the sessions' level; the reference graph is level 1 for all), one worker, one bare
+    process per level."""
     wrong = []
     claimed = 0
-    for name, htp, claims in sweep(worker, tmp_path, list(PATTERNS), fp16=True):
+    for name, htp, claims in sweep(worker, tmp_path, list(PATTERNS), fp16=True, level=level):
         wrong += check(name, htp, claims)
         claimed += sum(v["status"] == "claimed" for v in htp["nodes"].values())
     assert not wrong, "\n".join(wrong)

@@ -46,7 +46,7 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, Node, producers_of
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import TensorShape
-from dashboard.partition import cache, gpu_rules, root_causes
+from dashboard.partition import cache, gpu_rules
 from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
@@ -484,6 +484,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
+    from dashboard.partition.root_causes import attach as attach_root_causes
     from dashboard.runtime.qnn import register, versions
 
     started = time.perf_counter()
@@ -516,7 +517,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
         reports = _reports(prepared, runtime_graph, placement, raw, versions(), emit)
         for report in reports.values():
             if report.nodes:
-                root_causes.attach(report, prepared.graph, merged)
+                attach_root_causes(report, prepared.graph, merged)
         emit(Stage("done", 1.0))
         return PartitionResult(
             backends={b: reports[b] for b in backends}, shapes=merged,
