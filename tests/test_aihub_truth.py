@@ -28,13 +28,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import yaml
 from onnx import TensorProto
 
 from dashboard.partition.analysis import PartitionOptions, analyze
 from dashboard.partition.report import REMOVED, BackendReport
 from dashboard.runtime.socs import resolve_soc
-
-yaml = pytest.importorskip("yaml")
 
 COMMITTED = Path(__file__).resolve().parent / "data" / "aihub"
 SOCS = [s.strip() for s in os.environ.get("QNN_LAB_AIHUB_SOCS", "sm8750").split(",") if s.strip()]
@@ -49,7 +48,7 @@ def package_dir() -> Path:
     """The installed ``qai_hub_models`` folder, found without importing it (its __init__ needs torch)."""
     spec = importlib.util.find_spec("qai_hub_models")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("qai-hub-models is not installed (pip install --no-deps -r requirements-nodeps.txt)")
+        pytest.fail("qai-hub-models is not installed: pip install --no-deps -r requirements-nodeps.txt (make does)")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -110,6 +109,12 @@ def refilled(path: Path, directory: Path) -> Path:
 
 
 def test_the_committed_set_covers_five_architectures_with_mobilenet_v3():
+    from importlib import metadata
+
+    pins = [line.split("==") for line in (COMMITTED.parents[2] / "requirements-nodeps.txt").read_text().splitlines()
+            if line.startswith("qai-hub-models==")]
+    package_dir()
+    assert pins and metadata.version("qai-hub-models") == pins[0][1].strip()  # the results of the pinned release
     names = {p.stem for p in COMMITTED.glob("*.onnx")}
     assert len(names) >= 5 and {"mobilenet_v3_small", "mobilenet_v3_large"} <= names
     for name in names:  # each is an AI Hub model id with on-device results in the pinned package
