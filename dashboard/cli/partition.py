@@ -131,6 +131,8 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
             lines.append(f"  {'claims' if backend.status == 'measured' else 'would claim'} {claimed}/"
                          f"{len(backend.nodes)} nodes{where}; refuses {len(refused)}"
                          + (f"; {removed} removed by ONNX Runtime before partitioning" if removed else ""))
+            from dashboard.partition.root_causes import text_lines  # the origins of shape failures first
+            lines += text_lines(backend)
             for node, verdict in refused[:limit]:
                 lines.append(f"    {node} [{verdict.op_type}]: {verdict.reason}")
             if len(refused) > limit:

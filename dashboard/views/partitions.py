@@ -38,6 +38,7 @@ from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, state
+from dashboard.views.blockers import render_blockers
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
 from dashboard.views.settings import SettingsForm, page_words
@@ -79,6 +80,7 @@ def render() -> None:
     _diff_against_previous(report, options)
     _backend_status(report)
     _class_metrics(report)
+    render_blockers(report)
     _off_npu(report)
     plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
                                                       key="pt_tabs")
