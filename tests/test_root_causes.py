@@ -16,6 +16,7 @@ import sys
 import partition_models as pm
 from streamlit.testing.v1 import AppTest
 
+from dashboard.runtime.knobs import CLI, PAGE, words
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import infer_tensor_shapes
 from dashboard.partition.report import BackendReport, NodeSupport, RootCause
@@ -91,7 +92,8 @@ def test_a_graph_input_with_an_unknown_dimension_is_its_own_root_cause(tmp_path)
     nodes = {n.name: NodeSupport(n.op_type, False, "Cannot get shape", status="rejected") for n in graph.nodes}
     causes = find_root_causes(graph, shapes, nodes)
     assert [(c.node, c.op_type, c.downstream) for c in causes] == [("x", INPUT, 3)]
-    assert "--shape" in causes[0].fix
+    assert "⟨shapes⟩" in causes[0].fix and "--" not in causes[0].fix  # named by key, worded by each front end
+    assert "--shape" in words(causes[0].fix, CLI) and "--" not in words(causes[0].fix, PAGE)
 
 
 def test_the_page_names_the_root_causes_before_the_downstream_count(tmp_path):
@@ -134,6 +136,8 @@ def test_the_htp_names_nonzero_and_range_as_root_causes_on_the_simulator(tmp_pat
     assert "nonzero [NonZero]: 10 downstream" in text and "roi_ids [Range]: 3 downstream" in text
     htp = json.loads((tmp_path / "report.json").read_text())["backends"]["htp"]
     assert [c["node"] for c in htp["root_causes"]] == ["nonzero", "roi_ids"] and htp["shape_failures"] == 12
+    # The backend's suggestion points at the origins, not at settings that cannot fix a size born in the graph.
+    assert "nonzero [NonZero]" in htp["suggestion"] and "symbolic dimension" not in htp["suggestion"]
     assert "Cannot get shape" in htp["nodes"]["box_head3"]["reason"]  # the EP's own words for the downstream
     claimed = {n for n, v in htp["nodes"].items() if v["supported"]}
     assert STATIC_PART - {"count"} <= claimed  # the backbone stays on the HTP

@@ -139,7 +139,9 @@ def worded(report: PartitionReport, style: str) -> PartitionReport:
     read by every front end)."""
     from dashboard.runtime.knobs import words
 
-    backends = {name: dataclasses.replace(b, suggestion=words(b.suggestion, style), error=words(b.error, style))
+    backends = {name: dataclasses.replace(b, suggestion=words(b.suggestion, style), error=words(b.error, style),
+                                          root_causes=[dataclasses.replace(c, fix=words(c.fix, style))
+                                                       for c in b.root_causes])
                 for name, b in report.backends.items()}
     return dataclasses.replace(report, backends=backends, notes=[words(n, style) for n in report.notes])
 
@@ -338,7 +340,13 @@ def _backend_reports(result: PartitionResult | None, crash: str | None, options:
             report.suggestion = suggestion_for(report.error, options, graph)
         elif report.status in (MEASURED, PREDICTED):
             shapeless = sum(1 for n in report.nodes.values() if n.reason and "Cannot get shape" in n.reason)
-            if shapeless:
+            if shapeless and report.root_causes:  # sizes born inside the graph: no setting fixes those
+                origins = ", ".join(f"{c.node} [{c.op_type}]" for c in report.root_causes[:3])
+                report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes, {report.shape_failures} "
+                                     f"of them because of {len(report.root_causes)} root cause(s) ({origins}"
+                                     f"{', ...' if len(report.root_causes) > 3 else ''}): fix those first, "
+                                     "as each root cause's fix says")
+            elif shapeless:
                 report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes: "
                                      + _static_shapes_step(options, graph))
         out[backend] = report

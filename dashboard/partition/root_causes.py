@@ -18,6 +18,7 @@ from __future__ import annotations
 from dashboard.intake.graph import ModelGraph, producers_of
 from dashboard.intake.shapes import TensorShape
 from dashboard.partition.report import REMOVED, BackendReport, NodeSupport, RootCause
+from dashboard.runtime.knobs import ref
 
 # Words of the EP's (and the GPU rule table's) refusals for a shape it cannot know statically.
 SHAPE_WORDS = ("cannot get shape", "must be static", "not static", "dynamic")
@@ -87,8 +88,8 @@ def fix_for(op_type: str, name: str, node, shapes: dict[str, TensorShape]) -> st
     """The change to try, in one or two sentences: a static size for this one tensor, or a split of
     the model just before the origin, so the static part runs on the accelerator as one graph."""
     if op_type == INPUT:
-        return (f"input {name} has a dimension with no value: fix it (--dim NAME=VALUE, or the whole shape with "
-                "--shape NAME=D1,D2,...)")
+        return (f"input {name} has a dimension with no value: fix it ({ref('dims')}, or the whole shape with "
+                f"{ref('shapes')})")
     boundary = ", ".join(t for t in (node.inputs if node is not None else ()) if t and t in shapes)[:120]
     split = (f"or split the model at the dynamic part: everything up to the inputs of {op_type} '{name}' "
              f"({boundary or 'none'}) as one graph for the accelerator, the rest on the CPU")

@@ -13,6 +13,7 @@ import streamlit as st
 
 from dashboard.partition.report import PartitionReport
 from dashboard.views.safe import md, short
+from dashboard.views.settings import page_words
 
 
 def render_blockers(report: PartitionReport) -> None:
@@ -38,5 +39,5 @@ def render_blockers(report: PartitionReport) -> None:
                                     "its own refusal": st.column_config.TextColumn(width="large"),
                                     "e.g.": st.column_config.TextColumn(width="medium")})
         for cause in causes:
-            fixes.setdefault(f"**{md(short(cause.node, 60))}** ({md(cause.op_type)})", cause.fix)
+            fixes.setdefault(f"**{md(short(cause.node, 60))}** ({md(cause.op_type)})", page_words(cause.fix))
     st.markdown("**Fix to try**\n\n" + "\n".join(f"- {node}: {md(fix, 600)}" for node, fix in fixes.items()))
