@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from dashboard.intake.samples import build_cnn_classifier
@@ -88,6 +89,30 @@ def test_the_rewritten_copy_for_the_sessions_is_written_without_onnx(tmp_path):
     report = json.loads(stdout.rstrip().rpartition("\n")[0])  # the last line is the CLI script's own
     assert report["node_order"] == ["Relu#0", "Relu#1"]
     assert report["shapes"]["r"]["shape"] == [1, 16]  # inferred on the rewritten copy
+
+
+@pytest.mark.parametrize("sample", [p.name for p in sorted((ROOT / "samples").glob("*.onnx"))])
+def test_onnxruntimes_inference_settles_what_onnxs_settles(sample, monkeypatch):
+    """On every bundled sample, ORT's own inference gives every tensor a static shape, each graph
+    output the one it declares once the dimensions are fixed, and every shape onnx's inference
+    settles the same one. (Where onnx's leaves a rank open, ORT's symbolic inference runs after
+    it, and on the KV-cache decoder says 127 for ``present``, past's length, not past + 1 = 128.)
+    Past ``RUNTIME_INFERENCE_NODES`` onnx's inference goes first."""
+    from dashboard.intake import shapes
+    from dashboard.intake.reader import load_model, load_structure
+
+    path = ROOT / "samples" / sample
+    graph = load_model(path)
+    dims = shapes.resolve_dims(graph, {})
+    ours, source = shapes.infer_tensor_shapes(load_structure(path), dims)
+    monkeypatch.setattr(shapes, "RUNTIME_INFERENCE_NODES", 0)
+    theirs, their_source = shapes.infer_tensor_shapes(load_structure(path), dims)
+    assert source.startswith("onnxruntime shape inference") and not their_source.startswith(source)
+    assert ours.keys() == theirs.keys() and all(shape.is_static for shape in ours.values())
+    assert all(ours[o.name].shape == tuple(dims.get(d, d) for d in o.shape) for o in graph.outputs)
+    if their_source == "onnx shape inference":
+        settled = {k for k, v in theirs.items() if v.is_static}
+        assert {k: theirs[k] for k in settled} == {k: ours[k] for k in settled}
 
 
 READERS = ["dashboard.intake.reader", "dashboard.intake.shapes", "dashboard.intake.samples", "dashboard.runtime.qnn",
