@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Protocol, TypeVar, Union
 
-import numpy as np
-
-from dashboard.intake.arrays import to_array
 from dashboard.intake.proto import (AttributeProto, GraphProto, NodeProto, SparseTensorProto, TensorProto,
                                     TensorShapeProto, TypeProto, ValueInfoProto)
+
+if TYPE_CHECKING:  # numpy is imported with the first tensor value decoded: a process that only reads
+    import numpy as np  # graphs (the partition CLI) never pays its 0.1-0.3 s
 
 Dim = int | str | None
 
@@ -443,6 +443,8 @@ def build_subgraph(graph: GraphProto) -> SubGraph:
 
 
 def _tensor_value(tensor: TensorProto) -> TensorValue:
+    from dashboard.intake.arrays import to_array
+
     header = tensor_header(tensor)
     values = None
     if header.external_location is None and header.nbytes <= SMALL_TENSOR_BYTES:
