@@ -383,6 +383,9 @@ def runtime_shapes(model, dims: dict[str, int]) -> dict[str, TensorShape]:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    # Nothing runs: no thread pool to start, no memory to plan (it runs beside a QNN compile).
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = options.enable_mem_pattern = False
     for name, value in dims.items():
         options.add_free_dimension_override_by_name(name, int(value))
     session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])

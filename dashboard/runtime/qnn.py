@@ -367,6 +367,8 @@ def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic"
     })
     options = session_options(config)
     options.optimized_model_filepath = out_path
+    # The session only writes the graph, never runs: no thread pool to start beside the QNN compile.
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
     failure = None
     with captured_native_log() as errors:
         try:
