@@ -50,7 +50,9 @@ def is_valid(message_name: str, data: bytes) -> bool:
     is valid UTF-8. ``data`` must already parse as that message."""
     try:
         _twin(message_name).FromString(data)
-    except DecodeError:
+    except DecodeError as exc:
+        if "alloc failed" in str(exc):  # protobuf's arena out of memory: the machine's limit, not the text
+            raise MemoryError(str(exc)) from None
         return False
     return True
 
