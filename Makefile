@@ -43,12 +43,16 @@ test-fast: $(VENV)/.dev
 board-test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q tests/test_board.py
 
+# Every benchmark runs; the target fails at the end if a speed floor failed (each says which: the
+# classify ratio in `dashboard bench`, the first partition run's in partition_bench.py).
 bench: $(VENV)/.dev system-deps
 	$(PY) -m compileall -q dashboard
-	$(PY) -m dashboard bench
-	$(PY) benchmarks/partition_bench.py
-	$(PY) benchmarks/migration_bench.py
-	$(PY) benchmarks/viewer_bench.py
+	@failed=""; \
+	$(PY) -m dashboard bench || failed="$$failed classify"; \
+	$(PY) benchmarks/partition_bench.py || failed="$$failed partition"; \
+	$(PY) benchmarks/migration_bench.py || failed="$$failed migration"; \
+	$(PY) benchmarks/viewer_bench.py || failed="$$failed viewer"; \
+	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed (see FLOOR FAILED above)"; exit 1; fi
 
 samples: $(VENV)/.runtime
 	$(PY) -m dashboard.intake.samples samples

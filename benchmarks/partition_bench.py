@@ -1,9 +1,14 @@
 """Benchmark the partition analysis against a bare QNN session, in the same run.
 
-    .venv/bin/python benchmarks/partition_bench.py [--model PATH] [--nodes 5000] [--skip-page]
+    .venv/bin/python benchmarks/partition_bench.py [--model PATH] [--nodes 5000] [--skip-page] [--floor-only]
 
 Prints, each measured in this run:
 
+0. the floor: ``python -m dashboard partition samples/cnn_classifier.onnx --backends htp --json``
+   with an empty cache (a fresh ``QNN_LAB_CACHE`` each run) against a bare script that creates the
+   same HTP session (QNN EP, simulator here), runs it once and reads the assignment info; median
+   wall times of alternating runs. Over ``FIRST_RUN_FLOOR`` (1.5x) the script says so and exits 1
+   after the rest (``make bench`` fails);
 1. first run: ``python -m dashboard partition MODEL --fp16 --json`` with no report cached against
    a bare ``python -c`` script that registers the EP and creates the same QNN HTP session (same
    fp16 / SoC / dimension options); target ratio <= 1.5. Twice: with the GPU probe cached (it is
@@ -35,6 +40,25 @@ sys.path.insert(0, str(ROOT))
 from dashboard.intake.samples import sample_path  # noqa: E402
 from dashboard.runtime.socs import DEFAULT_SOC, resolve_soc  # noqa: E402
 
+FIRST_RUN_FLOOR = 1.5
+FLOOR_MODEL = "cnn_classifier.onnx"
+
+# The floor's bare script: what the analysis measures, with nothing around it.
+BARE_RUN = """
+import numpy as np, onnxruntime as ort, onnxruntime_qnn
+ort.set_default_logger_severity(3)
+ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
+devs = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
+so = ort.SessionOptions()
+so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+so.add_provider_for_devices(devs, {options!r})
+session = ort.InferenceSession({path!r}, so)
+info = [(s.ep_name, [n.name for n in s.get_nodes()]) for s in session.get_provider_graph_assignment_info()]
+types = {{"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(int32)": np.int32}}
+session.run(None, {{i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], types.get(i.type, np.float32))
+                   for i in session.get_inputs()}})
+"""
+
 BARE = """
 import onnxruntime as ort, onnxruntime_qnn
 ort.set_default_logger_severity(3)
@@ -56,7 +80,7 @@ steps, t = [], time.perf_counter()
 def lap(name):
     global t
     now = time.perf_counter(); steps.append((name, now - t)); t = now
-import numpy, onnx; lap("import numpy + onnx (worker)")
+import numpy; lap("import numpy (worker)")
 import dashboard.partition.protocol, dashboard.partition.measure as measure; lap("import the worker's modules")
 import onnxruntime; lap("import onnxruntime")
 from dashboard.runtime import qnn; qnn.register(); lap("register the QNN EP")
@@ -72,7 +96,7 @@ with tempfile.TemporaryDirectory() as work:
 print(json.dumps(steps))
 """
 WHERE = {
-    "import numpy + onnx (worker)": "worker, before its greeting; overlaps the CLI's own imports",
+    "import numpy (worker)": "worker, before its greeting; overlaps the CLI's own imports",
     "import the worker's modules": "worker, before its greeting",
     "import onnxruntime": "worker, while the CLI reads the model (the bare script pays it too)",
     "register the QNN EP": "worker, with the import",
@@ -82,6 +106,30 @@ WHERE = {
     "shape inference": "worker, while QNN compiles",
     "HTP session + op trace": "the measured session: the bare script's cost",
 }
+
+
+def first_run_floor(folder: Path, runs: int = 5) -> bool:
+    """The floor: a first ``partition`` run (empty cache) of the small sample against the bare
+    session script (``BARE_RUN``, the same provider options as the CLI's defaults). True when met."""
+    from dashboard.cli.bench import alternating, floor_line
+    from dashboard.runtime.config import SessionConfig
+
+    model = str(sample_path(FLOOR_MODEL))
+    bare = [sys.executable, "-c", BARE_RUN.format(path=model, options=SessionConfig(backend="htp").qnn_options())]
+    cli = [sys.executable, "-m", "dashboard", "partition", model, "--backends", "htp", "--json"]
+    caches = iter(range(1_000_000))
+    env = lambda: {**os.environ, "QNN_LAB_CACHE": str(folder / f"cache-{next(caches)}"),  # noqa: E731
+                   "QNN_LAB_MODEL_STORE": str(folder / "models"), "PYTHONPATH": str(ROOT)}
+    medians = alternating(lambda: bare, lambda: cli, env, runs)
+    (bare_wall, bare_cpu), (cli_wall, cli_cpu) = medians["bare"], medians["ours"]
+    ratio = cli_wall / bare_wall
+    print(f"floor: {FLOOR_MODEL}, first partition run (empty cache, --backends htp) vs bare HTP session script, "
+          f"median of {runs} alternating runs")
+    print(f"  bare session + one run + assignment info: {bare_wall:6.2f} s wall, {bare_cpu:6.2f} s CPU")
+    print(f"  partition CLI, first run:                 {cli_wall:6.2f} s wall, {cli_cpu:6.2f} s CPU (with its worker)")
+    print(f"  ratio {floor_line('the first partition run', ratio, FIRST_RUN_FLOOR)}   "
+          f"(CPU {cli_cpu / bare_cpu:.2f}x, no floor)")
+    return ratio <= FIRST_RUN_FLOOR
 
 
 def timed(command: list[str], env: dict) -> float:
@@ -227,9 +275,25 @@ def main() -> int:
     parser.add_argument("--dim", action="append", default=["batch_size=1"])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--skip-page", action="store_true")
+    parser.add_argument("--floor-only", action="store_true", help="only the first-run floor")
+    parser.add_argument("--floor-runs", type=int, default=5)
     args = parser.parse_args()
     dims = {k: int(v) for k, v in (d.split("=") for d in args.dim)}
     soc = resolve_soc(DEFAULT_SOC)
+    with tempfile.TemporaryDirectory() as floor_tmp:
+        met = first_run_floor(Path(floor_tmp), args.floor_runs)
+    if not args.floor_only:
+        rest(args, dims, soc)
+    if not met:
+        print(f"FLOOR FAILED: a first partition run of {FLOOR_MODEL} took over {FIRST_RUN_FLOOR}x the bare HTP "
+              "session script (wall time, medians above)")
+        return 1
+    print(f"floor met: a first partition run of {FLOOR_MODEL} <= {FIRST_RUN_FLOOR}x the bare HTP session script")
+    return 0
+
+
+def rest(args: argparse.Namespace, dims: dict, soc) -> None:
+    """Everything but the floor: the comparisons, the breakdown and the page timings."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "QNN_LAB_CACHE": tmp, "PYTHONPATH": str(ROOT)}
         os.environ["QNN_LAB_CACHE"] = tmp
@@ -249,7 +313,6 @@ def main() -> int:
             print(f"  Partitions page: first render {p_first:.2f} s, rerun after selecting a node {p_rerun:.2f} s")
             print(f"  Overview page:   first render {o_first:.2f} s, rerun {o_rerun:.2f} s  "
                   f"(partitions/overview first-render ratio {p_first / o_first:.2f})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 - ``reader``: ``load_model`` (the weight-free reader, one-line ``ModelError`` for bad input),
   ``model_file_size`` (its check that a path is a regular, non-empty file, for callers that read
-  the file first) and ``load_structure`` (a weight-free ``onnx.ModelProto``);
+  the file first) and ``load_structure`` (a weight-free ``ModelProto``);
+- ``proto``: onnx's message classes (``ModelProto`` ...) built from the descriptor the package
+  carries, so reading a model never imports onnx (a second of CPU, mostly ml_dtypes); ``arrays``:
+  a small tensor's values as numpy, without onnx's ``numpy_helper``;
 - ``digest``: ``file_digest``, the content hash that keys every cache (light: no numpy, no onnx);
 - ``graph``: the data model every other package works from (``ModelGraph``, ``Node``,
   ``TensorSpec``, ``Initializer``, ``SubGraph``), with its producer/consumer index and bodies;

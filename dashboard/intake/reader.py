@@ -23,14 +23,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
 from dashboard.errors import ModelError
-from dashboard.intake import caps, utf8
+from dashboard.intake import caps, proto, utf8
 from dashboard.intake.graph import (MS_DOMAIN, SMALL_TENSOR_BYTES, Initializer, ModelGraph, Node, build_nodes,
                                     sparse_header, tensor_header, value_spec)
+from dashboard.intake.proto import AttributeProto, GraphProto, ModelProto, NodeProto, SparseTensorProto, TensorProto
 from dashboard.intake.wire import LENGTH, Field, WireError, count_fields, encode_length_delimited, split_message
 
 # ModelProto / GraphProto / TensorProto field numbers (onnx.proto).
@@ -217,7 +216,7 @@ def _looks_like_text(buf) -> bool:
 
 
 def load_structure(path: str | os.PathLike) -> ModelProto:
-    """The model as an ``onnx.ModelProto`` without weight data: small initializers whole (shape
+    """The model as a ``ModelProto`` (``intake.proto``: onnx's class) without weight data: small initializers whole (shape
     inference needs Reshape targets and the like), large ones as headers (name, dtype, dims).
     For shape inference and graph rewriting, where ``onnx.load`` would copy every weight. Call
     ``load_model`` first: this assumes a file it accepted (a cap lowered since is its ``ModelError``)."""
@@ -240,7 +239,7 @@ class _Parsed:
 
     model: ModelProto
     initializers: list[Initializer] = field(default_factory=list)
-    sparse: list[onnx.SparseTensorProto] = field(default_factory=list)
+    sparse: list[SparseTensorProto] = field(default_factory=list)
     buffers: list[tuple[str, bytes]] = field(default_factory=list)
     nodes: int = 0  # counted so far: top-level graph, functions, training graphs (bodies: ``_build``)
 
@@ -317,7 +316,7 @@ def _read_weight(buf, piece: Field, parsed: _Parsed, keep: bool) -> None:
             graph.initializer.append(proto)
         return
     data = _stripped(buf, piece.value_start, piece.end, _SPARSE)
-    sparse = onnx.SparseTensorProto.FromString(data)
+    sparse = SparseTensorProto.FromString(data)
     parsed.sparse.append(sparse)
     parsed.buffers.append(("SparseTensorProto", data))
     parsed.initializers.append(sparse_header(sparse))
@@ -513,9 +512,9 @@ def _check_outputs(path: Path, graph: ModelGraph) -> None:
 
 def _compatibility_warnings(model: ModelProto, opsets: dict[str, int], nodes: list[Node]) -> list[str]:
     warnings = []
-    if model.ir_version > onnx.IR_VERSION:
-        warnings.append(f"IR version {model.ir_version} is newer than this onnx package knows ({onnx.IR_VERSION})")
-    latest = onnx.defs.onnx_opset_version()
+    if model.ir_version > proto.IR_VERSION:
+        warnings.append(f"IR version {model.ir_version} is newer than this onnx package knows ({proto.IR_VERSION})")
+    latest = proto.LATEST_OPSET
     if opsets.get("", 0) > latest:
         warnings.append(f"ai.onnx opset {opsets['']} is newer than the latest known ({latest}); "
                         "onnxruntime may refuse this model")

@@ -28,10 +28,14 @@ frames, time, num_frames, audio_length …    3000     30 s of 10 ms log-mel fra
 anything else                               1        flagged as a guess
 ==========================================  =======  ==========================================
 
-Shape inference uses ONNX Runtime's symbolic shape inference (``onnxruntime.tools``), which knows
-the ``com.microsoft`` contrib ops of GenAI models (GroupQueryAttention, MatMulNBits,
-RotaryEmbedding …); ONNX's own inference is the fallback. A shape that stays unknown or symbolic
-is reported as such (``TensorShape.nbytes`` is None), never guessed.
+Shape inference is ONNX Runtime's own, as it resolves the graph: a CPU session on a weight-free
+copy of the model in which every tensor is a graph output (``session.get_outputs()`` then states
+each one's type and shape), which knows the ``com.microsoft`` contrib ops of GenAI models and costs
+no ``import onnx`` (for graphs up to ``RUNTIME_INFERENCE_NODES``; larger ones go straight to
+ONNX's inference, which is then cheaper). Where it leaves a tensor short of a static shape, ONNX's inference (with data
+propagation) fills in what it knows, and ONNX Runtime's symbolic shape inference
+(``onnxruntime.tools``) is the last resort; those two import onnx, and run only then. A shape that
+stays unknown or symbolic is reported as such (``TensorShape.nbytes`` is None), never guessed.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import Iterator
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, dtype_bits, dtype_name
+from dashboard.intake.proto import ModelProto, TensorProto, ValueInfoProto
 from dashboard.intake.wire import LENGTH, encode_length_delimited, rewrite_message
 from dashboard.serde import Record
 
@@ -190,7 +195,7 @@ def check_input_shapes(graph: ModelGraph, shapes: dict[str, tuple[int, ...]], di
 
 
 def fix_input_shapes(model, shapes: dict[str, tuple[int, ...]]) -> None:
-    """Declare ``shapes`` on the inputs of ``model`` (an ``onnx.ModelProto``), in place."""
+    """Declare ``shapes`` on the inputs of ``model`` (a ``ModelProto``), in place."""
     for value in model.graph.input:
         if value.name in shapes:
             _set_shape(value, shapes[value.name])
@@ -213,8 +218,6 @@ def rewritten_model(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]] 
     is given, every node renamed in graph order. Everything else is copied byte for byte (weights
     included when they are in the file; external ones stay referenced, so a session given these
     bytes reads them from the original folder)."""
-    from onnx import ValueInfoProto
-
     shapes = shapes or {}
     names = iter(node_names) if node_names is not None else None
 
@@ -320,23 +323,116 @@ def _collect(model) -> dict[str, TensorShape]:
     return out
 
 
+# Up to this many top-level nodes, ONNX Runtime's inference goes first. Its session costs grow
+# faster than the graph (decoders measured on this shared 2-core machine: 0.1 s at 500 nodes, 0.6 s
+# at 2,000, 2.5 s at 5,000, 7 to 10 s at 20,000; onnx's inference 0.02 to 0.3 s): past 2,000 nodes,
+# importing onnx (about a second) is the cheaper way, and small next to compiling such a graph.
+RUNTIME_INFERENCE_NODES = 2000
+
+
 def infer_tensor_shapes(model, dims: dict[str, int]) -> tuple[dict[str, TensorShape], str]:
-    """Shapes of every tensor of ``model`` (an ``onnx.ModelProto``, weights may be absent) with
-    the graph's symbolic dims fixed to ``dims``. Returns the shapes and which inference produced
-    them. ``model`` is modified (its input/output dims are fixed)."""
+    """Shapes of every tensor of ``model`` (a ``ModelProto``, weights may be absent) with the
+    graph's symbolic dims fixed to ``dims``. Returns the shapes and which inference produced them.
+    ``model`` is modified (its input/output dims are fixed)."""
+    _fix_io_dims(model, dims)
+    declared = _collect(model)
+    produced = [t for node in model.graph.node for t in node.output if t]
+    shapes, source = declared, "declared shapes only (inference failed)"
+    if len(model.graph.node) <= RUNTIME_INFERENCE_NODES:
+        try:
+            shapes, source = {**declared, **runtime_shapes(model, dims)}, "onnxruntime shape inference"
+        except Exception:  # noqa: BLE001 - ORT refuses graphs it cannot resolve (custom ops, bad types)
+            pass
+        if all(t in shapes and shapes[t].is_static for t in produced):
+            return shapes, source
+    shapes, more = _onnx_inferred(model, shapes, produced)
+    if not more:
+        return shapes, source
+    return shapes, f"{source} + {more}" if source == "onnxruntime shape inference" and more.startswith("onnx ") else more
+
+
+def runtime_shapes(model, dims: dict[str, int]) -> dict[str, TensorShape]:
+    """Every top-level tensor's type and shape as ONNX Runtime infers them while it resolves the
+    graph (a CPU session, optimizations off, the free-dimension overrides ``dims``), on a copy of
+    ``model`` in which each initializer without its data (a weight header) is a graph input of
+    its dtype and dims, and every node output is a graph output. Raises what ORT raises."""
+    import onnxruntime as ort
+
+    probe = ModelProto()
+    probe.CopyFrom(model)
+    graph = probe.graph
+    listed = {v.name for v in graph.input}
+    kept = []
+    for tensor in graph.initializer:
+        if _has_data(tensor):
+            kept.append(tensor)
+        elif tensor.name not in listed:
+            _declare_input(graph, tensor.name, tensor.data_type, tensor.dims)
+    for sparse in graph.sparse_initializer:
+        if sparse.values.name not in listed:
+            _declare_input(graph, sparse.values.name, sparse.values.data_type, sparse.dims)
+    graph.ClearField("initializer")
+    graph.ClearField("sparse_initializer")
+    graph.initializer.extend(kept)
+    exposed = {v.name for v in graph.output} | listed
+    for node in graph.node:
+        for name in node.output:
+            if name and name not in exposed:
+                exposed.add(name)
+                graph.output.add().name = name
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    # Nothing runs: no thread pool to start, no memory to plan (it runs beside a QNN compile).
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = options.enable_mem_pattern = False
+    for name, value in dims.items():
+        options.add_free_dimension_override_by_name(name, int(value))
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    out = {}
+    for arg in session.get_outputs():
+        if arg.type.startswith("tensor(") and arg.shape is not None:
+            element = arg.type[len("tensor("):-1]
+            shape = tuple(d if isinstance(d, (int, str)) and d != -1 else None for d in arg.shape)
+            out[arg.name] = TensorShape(_ORT_TYPES.get(element, element), shape)
+    return out
+
+
+_ORT_TYPES = {"float": "float32", "double": "float64"}  # ORT's element names that differ from dtype_name's
+_DATA_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+
+
+def _has_data(tensor) -> bool:
+    """Whether the tensor's values are in the message (not stripped by the reader, not external)."""
+    if tensor.data_location == TensorProto.EXTERNAL:
+        return False
+    return tensor.HasField("raw_data") or any(len(getattr(tensor, f)) for f in _DATA_FIELDS)
+
+
+def _declare_input(graph, name: str, elem_type: int, dims) -> None:
+    value = graph.input.add()
+    value.name = name
+    value.type.tensor_type.elem_type = elem_type
+    _set_shape(value, tuple(dims))
+
+
+def _onnx_inferred(model, shapes: dict[str, TensorShape], produced: list[str]) -> tuple[dict[str, TensorShape], str]:
+    """``shapes`` completed by ONNX's shape inference (each tensor keeps the more static of the
+    two), then, if a produced tensor still has no rank, by ORT's symbolic inference; with the name
+    of what helped. Both import onnx (and the second sympy): they run only where needed."""
     import onnx
 
-    _fix_io_dims(model, dims)
-    shapes, source = _collect(model), "declared shapes only (inference failed)"
+    source = ""
     try:
-        shapes, source = _collect(onnx.shape_inference.infer_shapes(model, data_prop=True)), "onnx shape inference"
+        inferred = _collect(onnx.shape_inference.infer_shapes(model, data_prop=True))
+        shapes = {**inferred, **{k: v for k, v in shapes.items() if _static_dims(v) >= _static_dims(inferred.get(k))}}
+        source = "onnx shape inference"
     except Exception:  # noqa: BLE001 - onnx raises several error types on graphs it cannot follow
         pass
-    produced = [t for node in model.graph.node for t in node.output if t]
     if all(t in shapes and shapes[t].shape is not None for t in produced):
         return shapes, source
     # ONNX does not know the com.microsoft contrib ops of GenAI models; ORT's symbolic inference
-    # does, at the cost of importing sympy, so it runs only when ONNX left tensors unknown.
+    # does, at the cost of importing sympy, so it runs only when a rank is still unknown.
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
@@ -347,6 +443,13 @@ def infer_tensor_shapes(model, dims: dict[str, int]) -> tuple[dict[str, TensorSh
     except Exception:  # noqa: BLE001 - it raises bare Exceptions on graphs it cannot follow
         pass
     return shapes, source
+
+
+def _static_dims(shape: TensorShape | None) -> int:
+    """How much a shape says: -1 for none, else its rank plus one per fixed dimension."""
+    if shape is None or shape.shape is None:
+        return -1
+    return len(shape.shape) + sum(isinstance(d, int) and d >= 0 for d in shape.shape)
 
 
 _CWD_LOCK = threading.Lock()

@@ -16,7 +16,8 @@ from functools import lru_cache
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
-from onnx import onnx_ml_pb2
+
+from dashboard.intake import proto
 
 _PACKAGE = "qnn_lab_utf8_check"
 
@@ -29,7 +30,7 @@ def _twin(message_name: str) -> type[Message]:
 
 @lru_cache(maxsize=1)
 def _pool() -> descriptor_pool.DescriptorPool:
-    source = descriptor_pb2.FileDescriptorProto.FromString(onnx_ml_pb2.DESCRIPTOR.serialized_pb)
+    source = descriptor_pb2.FileDescriptorProto.FromString(proto.SERIALIZED)
     source.name, source.package, source.syntax = f"{_PACKAGE}.proto", _PACKAGE, "proto3"
     source.ClearField("options")
     pending = list(source.message_type)
@@ -49,7 +50,9 @@ def is_valid(message_name: str, data: bytes) -> bool:
     is valid UTF-8. ``data`` must already parse as that message."""
     try:
         _twin(message_name).FromString(data)
-    except DecodeError:
+    except DecodeError as exc:
+        if "alloc failed" in str(exc):  # protobuf's arena out of memory: the machine's limit, not the text
+            raise MemoryError(str(exc)) from None
         return False
     return True
 

@@ -318,7 +318,7 @@ def predicted_verdicts(runtime_graph: "RuntimeGraph") -> dict[str, NodeSupport]:
 def scalar_constants(structure) -> dict[str, float]:
     """One-element constants of a weight-free ``ModelProto`` (initializers and Constant nodes),
     by tensor name: the values the EP's fusion patterns compare (sqrt(2), 1, 0.5)."""
-    from onnx import numpy_helper
+    from dashboard.intake.arrays import to_array
 
     tensors = [(t.name, t) for t in structure.graph.initializer]
     tensors += [(node.output[0], attr.t) for node in structure.graph.node if node.op_type == "Constant"
@@ -327,7 +327,7 @@ def scalar_constants(structure) -> dict[str, float]:
     for name, tensor in tensors:
         if len(tensor.dims) <= 1 and all(d == 1 for d in tensor.dims) and not tensor.external_data:
             try:
-                out[name] = float(numpy_helper.to_array(tensor).reshape(-1)[0])
+                out[name] = float(to_array(tensor).reshape(-1)[0])
             except (ValueError, TypeError, IndexError):
                 continue  # strings, or a header without its data
     return out

@@ -308,14 +308,22 @@ class ProbeResult:
 
 
 def probe_model_bytes() -> bytes:
-    """A two-node float model every QNN backend supports (Add, Relu), fixed shapes."""
-    from onnx import TensorProto, helper
+    """A two-node float model every QNN backend supports (Add, Relu), fixed shapes. Built with the
+    reader's message classes (``intake.proto``): importing onnx for its helpers costs a second."""
+    from dashboard.intake.proto import ModelProto, TensorProto
 
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
-    nodes = [helper.make_node("Add", ["x", "x"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["y"], name="relu")]
-    graph = helper.make_graph(nodes, "probe", [x], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9).SerializeToString()
+    model = ModelProto(ir_version=9)
+    model.opset_import.add(domain="", version=17)
+    graph = model.graph
+    graph.name = "probe"
+    graph.node.add(op_type="Add", input=["x", "x"], output=["s"], name="add")
+    graph.node.add(op_type="Relu", input=["s"], output=["y"], name="relu")
+    for value in (graph.input.add(name="x"), graph.output.add(name="y")):
+        tensor = value.type.tensor_type
+        tensor.elem_type = TensorProto.FLOAT
+        for size in (1, 8):
+            tensor.shape.dim.add(dim_value=size)
+    return model.SerializeToString()
 
 
 def probe_backend(backend: str) -> ProbeResult:
@@ -359,6 +367,8 @@ def optimized_model(model_path: str | bytes, out_path: str, level: str = "basic"
     })
     options = session_options(config)
     options.optimized_model_filepath = out_path
+    # The session only writes the graph, never runs: no thread pool to start beside the QNN compile.
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
     failure = None
     with captured_native_log() as errors:
         try:

@@ -1,0 +1,62 @@
+"""The benchmarks' speed floors decide from the medians they measure: over a floor, the benchmark
+says which floor failed and exits 1 (``make bench`` then fails). The timing itself is stood in for
+(``alternating``): unit tests never time anything."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashboard.cli import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def medians(ours_wall: float) -> dict[str, tuple[float, float]]:
+    return {"bare": (1.0, 1.0), "ours": (ours_wall, 1.0)}
+
+
+@pytest.fixture()
+def partition_bench():
+    spec = importlib.util.spec_from_file_location("partition_bench", ROOT / "benchmarks" / "partition_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("wall, met", [(1.4, True), (1.6, False)])
+def test_the_classify_floor_is_on_the_wall_time_ratio(wall, met, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bench, "alternating", lambda *args: medians(wall))
+    assert bench._process_ratio("node-heavy", tmp_path / "m.onnx", 3, floor=bench.PROCESS_FLOOR) is met
+    out = capsys.readouterr().out
+    assert ("FAILED: classify (node-heavy) over its floor" in out) is not met
+    assert f"{wall:5.2f}x" in out
+
+
+@pytest.mark.parametrize("wall, code", [(1.45, 0), (1.55, 1)])
+def test_the_partition_floor_fails_the_benchmark_and_names_itself(wall, code, partition_bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "alternating", lambda *args: medians(wall))
+    monkeypatch.setattr(sys, "argv", ["partition_bench.py", "--floor-only"])
+    assert partition_bench.main() == code
+    out = capsys.readouterr().out
+    assert ("FLOOR FAILED: a first partition run of cnn_classifier.onnx" in out) is bool(code)
+    assert ("floor met" in out) is not code
+
+
+def test_the_partition_floor_times_a_first_run_on_an_empty_cache_each_time(partition_bench, monkeypatch, tmp_path):
+    """Every run gets a cache folder of its own, and the CLI command is the documented one."""
+    seen = []
+
+    def fake(bare, ours, env, runs):
+        seen.extend((ours(), env()["QNN_LAB_CACHE"]) for _ in range(3))
+        return medians(1.0)
+
+    monkeypatch.setattr(bench, "alternating", fake)
+    partition_bench.first_run_floor(tmp_path, runs=3)
+    commands, caches = zip(*seen)
+    assert len(set(caches)) == 3 and all(not Path(c).exists() for c in caches)
+    assert commands[0][1:] == ["-m", "dashboard", "partition", str(partition_bench.sample_path("cnn_classifier.onnx")),
+                               "--backends", "htp", "--json"]
