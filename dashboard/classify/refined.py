@@ -42,11 +42,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from onnx import TensorProto
 
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, Scorecard, Signal, decide
 from dashboard.intake.graph import (MS_DOMAIN, Initializer, ModelGraph, Node, TensorSpec, TensorValue, consumers_of,
                                     producers_of)
+from dashboard.intake.proto import TensorProto  # onnx's own class, without importing onnx (and ml_dtypes)
 
 MIN_EVIDENCE = 2.0  # the weakest signal: any fired evidence can decide, a tie cannot
 # A decisive signal's worth of lead (10) net of the weakest hint against it (token ids, 2): a text
