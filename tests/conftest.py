@@ -172,6 +172,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_platform.py::test_the_worker_side_imports_only_the_runtime_requirements",  # 2.36 s
         "test_proto.py::test_the_message_classes_are_onnxs_when_the_reader_comes_first",  # 2.5 s
         "test_partition_imports.py::test_the_rewritten_copy_for_the_sessions_is_written_without_onnx",  # 1.4 s
+        "test_partition_imports.py::test_classify_runs_with_onnx_refused",  # a `classify` child, 1-2 s
         "test_model_io.py::test_classify_cli_refuses_a_constant_reading_etc_passwd",  # 2.24 s
         "test_worker.py::test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scratch",  # 2.16 s
         "test_uploads.py::test_one_file_uploaded_under_two_names_is_stored_once",  # 2.15 s

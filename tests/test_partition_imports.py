@@ -136,3 +136,15 @@ def test_the_modules_that_read_models_import_and_read_with_onnx_refused():
     assert done.returncode == 0, done.stderr[-2000:]
     nodes, shapes, source = done.stdout.split(maxsplit=2)
     assert int(nodes) > 0 and int(shapes) > int(nodes) and source.strip() == "onnxruntime shape inference"
+
+
+def test_classify_runs_with_onnx_refused():
+    """``classify`` (both classifiers, the reader, the explanation) needs neither onnx nor
+    ml_dtypes: the bench's bare ``onnx.load`` process pays about a second for them, the command nothing."""
+    script = (f"import sys\nclass Refuse:\n    def find_spec(self, name, path=None, target=None):\n"
+              f"        if name.split('.')[0] in {HEAVY!r}:\n            raise ImportError(name)\n"
+              f"sys.meta_path.insert(0, Refuse())\nfrom dashboard.cli.main import main\n"
+              f"sys.exit(main(['classify', {str(ROOT / 'samples' / 'llm_decoder_kv.onnx')!r}, '--json']))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "GenAI" in done.stdout
