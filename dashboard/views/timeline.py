@@ -221,7 +221,7 @@ def _results(selected) -> None:
     _shared_memory(run)
     _downloads(run, data, selected.path, entry.get("finished"))
     if len(runs) > 1:
-        _compare_runs(runs)
+        _compare_runs(runs, selected.digest)
 
 
 def _picked(digest: str, key: str) -> None:
@@ -353,10 +353,10 @@ def _downloads(run: TimelineRun, data: dict, model_path: str, when: datetime | N
                                icon=":material/download:", key=key, on_click="ignore")
 
 
-def _compare_runs(runs: list[dict]) -> None:
+def _compare_runs(runs: list[dict], digest: str) -> None:
     st.subheader("Compare runs", anchor=False)
     labels = [r["label"] for r in runs]
-    picked = st.multiselect("Runs", labels, default=labels[-2:], key="tl_compare")
+    picked = st.multiselect("Runs", labels, default=labels[-2:], key=f"tl_compare_{digest}")
     chosen = [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
               for r in runs if r["label"] in picked]
     if len(chosen) < 2:
