@@ -3,6 +3,7 @@ and held-out splits, and one row per model, as the Markdown of ``docs/classifier
 
     python scripts/zoo_results.py                  # the whole table
     python scripts/zoo_results.py --split tuning   # one split only
+    python scripts/zoo_results.py --folder families --tables family   # issue 20's models, counts only
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def source_table(rows: list[dict]) -> list[str]:
     """The same counts by where the models come from: pretrained (packages) or exported here."""
     lines = ["| source | models | EP verdicts | EP backends | EP Unknown | refined verdicts | refined backends | "
              "refined Unknown |", "|---|---|---|---|---|---|---|---|"]
-    for label, pretrained in (("pretrained, from packages", True), ("exported here", False)):
+    for label, pretrained in (("pretrained, from packages", True), ("exported or built here", False)):
         group = [r for r in rows if r["entry"].pretrained == pretrained]
         if group:
             lines.append(f"| {label} | {len(group)} | {_score(group, 'ep')} | {_score(group, 'refined')} |")
@@ -82,9 +83,13 @@ def model_table(rows: list[dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=(TUNING, HELD_OUT))
+    parser.add_argument("--folder", choices=sorted({m.file.split("/")[0] for m in REAL_ZOO}),
+                        help="only the models in this folder of tests/data")
+    parser.add_argument("--tables", nargs="+", choices=("family", "source", "model"), default=["family", "source", "model"])
     args = parser.parse_args(argv)
-    rows = _rows([m for m in REAL_ZOO if args.split in (None, m.split)])
-    print("\n".join(family_table(rows) + [""] + source_table(rows) + [""] + model_table(rows)))
+    rows = _rows([m for m in REAL_ZOO if args.split in (None, m.split) and args.folder in (None, m.file.split("/")[0])])
+    tables = {"family": family_table, "source": source_table, "model": model_table}
+    print("\n\n".join("\n".join(tables[name](rows)) for name in args.tables))
     return 0
 
 

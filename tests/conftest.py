@@ -131,7 +131,8 @@ TIER_MODULES = {
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
-                  "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py"},
+                  "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
+                  "test_fusion_sweep.py", "test_aihub_truth.py"},
     "slow": set(),
 }
 
@@ -144,6 +145,7 @@ TIER_TESTS: dict[str, set[str]] = {
     },
     "simulator": {
         "test_device_cli.py::test_this_host_says_htp_simulator_through_the_cli",
+        "test_root_causes.py::test_the_htp_names_nonzero_and_range_as_root_causes_on_the_simulator",
         "test_runtime.py::test_runtime_refusal_carries_its_own_message",
         "test_runtime.py::test_probe_success_means_qnn_claimed_nodes",
         "test_runtime.py::test_assignment_lists_each_subgraph",
@@ -155,6 +157,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_report.py::test_the_report_holds_every_section_and_escapes_model_text",  # 5.2 s
         "test_timeline_cli.py::test_json_has_the_documented_shape",  # 8.9 s
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
+        "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
@@ -176,6 +179,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_a_closed_session_removes_its_upload",  # 2.11 s
         "test_samples.py::test_generator_is_deterministic_across_processes",  # 2.05 s
         "test_ort_view.py::test_batchnorm_folding_changes_the_ep_verdict",  # 1.99 s
+        "test_root_causes.py::test_the_page_names_the_root_causes_before_the_downstream_count",  # 2.14 s
         "test_viewer_graph.py::test_overlays_colour_classes_verdicts_and_plans",  # 1.96 s
         "test_worker.py::test_unknown_command_and_bad_requests_keep_the_worker_alive",  # 1.95 s
         "test_origin_settings.py::test_the_devices_page_refuses_a_raw_interpreter_path_and_an_unlisted_known_hosts",

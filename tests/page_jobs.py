@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # imported where a page is opened: modules that only list the
 
 TIMEOUT = 300
 ROOT = Path(__file__).resolve().parent.parent
-# The provider-option text areas of the pages that take them, by page.
+# The provider-option text areas of the pages that take them, by page (one label: ``runtime.knobs``).
 OPTION_AREAS = [("partitions", "Extra QNN provider options (KEY=VALUE per line)"),
-                ("timeline", "Extra QNN provider options for the HTP (KEY=VALUE per line)")]
+                ("timeline", "Extra QNN provider options (KEY=VALUE per line)")]
 
 
 def page_with_model(name: str, model: Path, title: str = "cnn32", timeout: float = TIMEOUT) -> AppTest:

@@ -154,10 +154,11 @@ def test_signal_label(name, label):
 def test_refined_card_shows_the_margin_and_the_decisive_evidence(app):
     at = classifier_page(app, sample_path("text_encoder.onnx"))
     margin = next(m for m in at.metric if m.label == "Margin")
-    assert (margin.value, margin.delta) == ("8", "confident")
+    # text encoder 10 and its pooled output 10 against token ids 2
+    assert (margin.value, margin.delta) == ("18", "confident")
     assert len([m for m in at.metric if m.label == "Margin"]) == 1  # the EP rules have no margin
     why = unescape(next(m.value for m in at.markdown if "lightbulb" in m.value))
-    assert "NonGenAI (confident, margin 8)" in why and "a text encoder" in why
+    assert "NonGenAI (confident, margin 18)" in why and "a text encoder" in why
     assert not [w for w in at.warning if "Uncertain" in w.value]
 
 

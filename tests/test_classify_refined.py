@@ -226,15 +226,34 @@ def test_kv_pair_by_name_needs_compatible_shapes(tmp_path):
 
 
 def test_contradictory_structure_is_unknown(tmp_path):
-    # An image conv stem (+10 NonGenAI) next to a KV cache (+10 GenAI): neither side wins.
+    # An image conv stem (+10 NonGenAI) next to token ids (+2) under a Trilu causal mask (+8 GenAI):
+    # neither side wins.
+    stem, weight = _conv_stem()
+    table = numpy_helper.from_array(np.zeros((300, 8), np.float32), "wte")
+    ones = numpy_helper.from_array(np.ones((4, 4), np.float32), "ones")
+    nodes = [stem, helper.make_node("Gather", ["wte", "input_ids"], ["embedded"], name="embed"),
+             helper.make_node("Trilu", ["ones"], ["tril"], name="causal", upper=0),
+             helper.make_node("Add", ["embedded", "tril"], ["scores"], name="mask")]
+    inputs = [helper.make_tensor_value_info("image", F, [1, 3, 32, 32]),
+              helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 4])]
+    outputs = [helper.make_tensor_value_info(n, F, None) for n in ("features", "scores")]
+    result = classify_refined(load_model(_save(tmp_path, nodes, inputs, outputs, [weight, table, ones])))
+    assert (result.genai_score, result.non_genai_score, result.verdict) == (10.0, 10.0, UNKNOWN)
+    assert result.summary.startswith("Unknown: contradictory structure")
+
+
+def test_a_cache_next_to_an_image_with_nothing_fed_back_is_a_streaming_state(tmp_path):
+    """Past -> present next to an image stem, with no token ids or frames fed back: a streaming
+    encoder's state between chunks. The pair is shown, but not counted as a decoder's cache."""
     stem, weight = _conv_stem()
     nodes = [stem, helper.make_node("Concat", ["past_key_0", "features"], ["present_key_0"], axis=2, name="cat")]
     inputs = [helper.make_tensor_value_info("image", F, [1, 3, 32, 32]),
               helper.make_tensor_value_info("past_key_0", F, [1, 8, "past", 30])]
     outputs = [helper.make_tensor_value_info("present_key_0", F, [1, 8, "total", 30])]
     result = classify_refined(load_model(_save(tmp_path, nodes, inputs, outputs, [weight])))
-    assert (result.genai_score, result.non_genai_score, result.verdict) == (10.0, 10.0, UNKNOWN)
-    assert result.summary.startswith("Unknown: contradictory structure")
+    kv = next(s for s in result.signals if s.name == "kv_cache_pairs")
+    assert kv.fired and kv.score == 0.0 and kv.evidence[0].startswith("not counted: nothing is fed back")
+    assert result.verdict == NON_GENAI
 
 
 def test_no_evidence_is_unknown(tmp_path):

@@ -15,10 +15,11 @@ from onnx import TensorProto, helper, numpy_helper
 from dashboard.classify.refined import CONFIDENT_MARGIN, classify_refined
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, backend_for
 from dashboard.intake.reader import load_model
-from tests.real_zoo import DATA, NO_EVIDENCE, REAL_ZOO
+from tests.real_zoo import (AR_TTS, CAPTIONER, CAUSAL_TEXT_ENCODER, DATA, DECODER_KV, LM_OTHER_MASK, NAR_TTS,
+                            NO_EVIDENCE, REAL_ZOO, SSM_LM, STATE_NEGATIVE, WINDOW_NEGATIVE)
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
-LOOP_SIGNALS = ("causal_mask", "step_decoder", "greedy_feedback", "seq2seq_decoder")
+LOOP_SIGNALS = ("causal_mask", "step_decoder", "greedy_feedback", "seq2seq_decoder", "frame_decoder")
 BY_FILE = {m.path.name: m for m in REAL_ZOO}
 
 
@@ -41,7 +42,7 @@ def test_real_model_verdict_and_backend(file):
 
 
 def test_every_committed_model_is_in_the_table():
-    committed = {p.name for folder in ("real", "exports") for p in (DATA / folder).glob("*.onnx")}
+    committed = {p.name for folder in ("real", "exports", "families") for p in (DATA / folder).glob("*.onnx")}
     assert committed == set(BY_FILE)
 
 
@@ -125,9 +126,82 @@ def test_a_state_or_same_shaped_output_without_tokens_is_no_decoder(file):
     assert not fired(result, "kv_cache_pairs") and not fired(result, "step_decoder")
 
 
+# issue 20's families: each rule on every member of its family, chosen by family, never by file ---
+
+def members(*families: str) -> list[str]:
+    return sorted(m.path.name for m in REAL_ZOO if m.family in families)
+
+
+@pytest.mark.parametrize("file", members(SSM_LM))
+def test_a_state_space_step_carries_its_state_whatever_its_rank(file):
+    """Mamba's conv and SSM states (3-D per layer or stacked 4-D), RWKV's packed state: the state
+    comes back out, so the token input and the vocabulary output make a step decoder, and no state
+    is read as an image, audio or features."""
+    result = refined(file)
+    assert any("is carried to output" in e for e in fired(result, "step_decoder"))
+    assert not any(fired(result, name) for name in ("image_shaped_input", "image_input", "dense_feature_input",
+                                                    "audio_input", "text_encoder"))
+    assert "a step decoder" in result.explanation and result.confidence == "confident"
+
+
+@pytest.mark.parametrize("file", members(AR_TTS))
+def test_an_autoregressive_speech_decoder_feeds_its_frames_back(file):
+    """Frames in, frames out and a stop head; a cross-attention past (if any) is the encoder half
+    of the cache, never dense features or an image."""
+    result = refined(file)
+    assert any("a stop head" in e for e in fired(result, "frame_decoder"))
+    assert "an autoregressive speech decoder" in result.explanation and result.confidence == "confident"
+    assert not any(fired(result, name) for name in ("image_shaped_input", "audio_input", "recurrent_cells"))
+    assert not any("past" in e for e in fired(result, "dense_feature_input"))
+
+
+def test_cross_attention_past_is_the_encoder_half_of_the_cache():
+    """Seq2seq and speech decoders with a past read the encoder's keys and values as inputs with no
+    present output: found as the cache's encoder half on several of them, never as features."""
+    with_cross = [f for f in members(AR_TTS, DECODER_KV) if any("encoder half of the cache" in e
+                                                               for e in fired(refined(f), "kv_cache_pairs"))]
+    assert len(with_cross) >= 3
+    assert not any("encoder" in e for f in with_cross for e in fired(refined(f), "dense_feature_input"))
+
+
+@pytest.mark.parametrize("file", members(CAUSAL_TEXT_ENCODER))
+def test_a_causal_mask_does_not_make_a_decoder_of_a_pooled_encoder(file):
+    result = refined(file)
+    assert fired(result, "pooled_embedding") and fired(result, "text_encoder")
+    assert not fired(result, "vocab_logits") and result.confidence == "confident"
+    assert "a text encoder" in result.explanation and "a pooled embedding" in result.explanation
+
+
+def test_the_causal_text_encoders_do_carry_a_mask():
+    assert len([f for f in members(CAUSAL_TEXT_ENCODER) if fired(refined(f), "causal_mask")]) >= 3
+
+
+@pytest.mark.parametrize("file", members(LM_OTHER_MASK))
+def test_causal_masks_are_found_across_exporters(file):
+    result = refined(file)
+    assert fired(result, "causal_mask") and fired(result, "vocab_logits")
+    assert "a causal mask" in result.explanation and result.confidence == "confident"
+
+
+@pytest.mark.parametrize("file", members(CAPTIONER))
+def test_a_captioner_image_stem_feeds_its_text_decoder(file):
+    result = refined(file)
+    assert fired(result, "image_input") and any("reaches the vocabulary output" in e
+                                                for e in fired(result, "image_to_text"))
+    assert "a captioner" in result.explanation and result.confidence == "confident"
+
+
+@pytest.mark.parametrize("file", members(STATE_NEGATIVE, NAR_TTS, WINDOW_NEGATIVE))
+def test_state_frames_or_positions_without_decoding_are_no_decoder(file):
+    """A streaming encoder's caches, a video model's 4-D states, a memory encoder, phonemes to mel
+    in one pass, positions compared for a window: none is a decoding loop."""
+    result = refined(file)
+    assert not any(fired(result, name) for name in (*LOOP_SIGNALS, "kv_cache_pairs", "image_to_text"))
+
+
 def test_explanation_names_the_step_decoder_evidence():
     assert refined("romanizer_ar_decoder.onnx").explanation.startswith(
-        "GenAI (confident, margin 28): a token input 'prefix' plus a hidden state in and out ('hidden' -> "
+        "GenAI (confident, margin 28): a token input 'prefix' plus a step state in and out ('hidden' -> "
         "'hidden_out'), and a vocabulary-sized output (160): a step decoder")
 
 
@@ -237,3 +311,46 @@ def test_two_conv_model_alone_is_uncertain(tmp_path):
                                                                        _weight("w2", 8, 8, 3, 3)], "two_conv")
     assert (result.verdict, result.margin, result.confidence) == (NON_GENAI, 4.0, "uncertain")
     assert result.explanation == "NonGenAI (uncertain, margin 4): a backbone of 2 conv layers."
+
+
+def _positions_compared(tmp_path, right_input: str, name: str) -> Classification:
+    """Token embeddings whose scores are masked by Range(seq) compared with ``right_input``."""
+    nodes = [helper.make_node("Gather", ["wte", "input_ids"], ["x"], name="embed"),
+             helper.make_node("Shape", ["input_ids"], ["shape"], start=1, end=2),
+             helper.make_node("Squeeze", ["shape"], ["seq"]),
+             helper.make_node("Range", ["zero", "seq", "one"], ["positions"], name="arange"),
+             helper.make_node("Unsqueeze", ["positions", "axis0"], ["row"]),
+             helper.make_node("Unsqueeze", [right_input, "axis1"], ["column"]),
+             helper.make_node("Less", ["row", "column"], ["allowed"], name="mask"),
+             helper.make_node("Where", ["allowed", "x", "neg"], ["masked"], name="apply")]
+    inits = [_weight("wte", 300, 8), numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+             numpy_helper.from_array(np.array(-1e9, np.float32), "neg")]
+    inputs = [helper.make_tensor_value_info("input_ids", I64, ["b", "s"]),
+              helper.make_tensor_value_info("lengths", I64, ["b"])]
+    return _classify(tmp_path, nodes, inputs, [helper.make_tensor_value_info("masked", F, None)], inits, name)
+
+
+def test_positions_against_lengths_are_a_padding_mask_not_a_causal_one(tmp_path):
+    """Range(seq) < lengths is a padding mask; Range(seq) against the same positions laid out as a
+    column is the query >= key comparison of a causal mask."""
+    assert not fired(_positions_compared(tmp_path, "lengths", "padding"), "causal_mask")
+    causal = fired(_positions_compared(tmp_path, "positions", "causal"), "causal_mask")
+    assert any("compares positions from Range 'arange' and Range 'arange'" in e for e in causal)
+
+
+def test_the_hand_written_family_members_are_what_their_builders_build():
+    """``scripts/build_classifier_families.py`` rebuilds every committed ``built_*`` model byte for
+    byte (seeded weights), so the graphs in the zoo are the patterns its code describes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_families", DATA.parent.parent / "scripts"
+                                                  / "build_classifier_families.py")
+    builders = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builders)
+    committed = {p.name for p in (DATA / "families").glob("built_*.onnx")}
+    assert committed == set(builders.BUILDERS)
+    for name, build in builders.BUILDERS.items():
+        assert build().SerializeToString() == (DATA / "families" / name).read_bytes(), name

@@ -182,7 +182,7 @@ def test_the_soc_table_names_a_source_for_every_part():
 
 def test_a_part_without_a_published_soc_model_compiles_by_arch_only():
     assert SessionConfig(soc="qcs6490").qnn_options() == {"backend_type": "htp", "htp_arch": "68"}
-    with pytest.raises(UserError, match="none is published for QCS6490.*--option soc_model=N"):
+    with pytest.raises(UserError, match="none is published for QCS6490.*soc_model=N \\(⟨provider_options⟩\\)"):
         SessionConfig(soc="qcs6490", fp16=True).qnn_options()
     given = SessionConfig(soc="qcs6490", fp16=True, provider_options={"soc_model": "93"}).qnn_options()
     assert given["soc_model"] == "93" and given["enable_htp_fp16_precision"] == "1"

@@ -111,8 +111,8 @@ def test_live_run_grows_with_the_stream():
 @pytest.mark.parametrize("options, message", [
     ({"strategies": ["fast", "warp"]}, "unknown strategy warp"),
     ({"soc": "sm9999"}, "unknown SoC"),
-    ({"rate": 0}, "--rate"),
-    ({"requests": 0}, "--requests"),
+    ({"rate": 0}, "the rate must be"),
+    ({"requests": 0}, "requests per strategy must be"),
     ({"fast": "npu"}, "fast backend"),
     ({"dims": {"batch": 0}}, "positive integer"),
 ])

@@ -63,7 +63,7 @@ def test_notebook_api_bad_input_is_one_line(tmp_path):
         lab.load(tmp_path / "missing.onnx")
     assert "missing.onnx" in str(missing.value) and "\n" not in str(missing.value)
     model = lab.sample()
-    with pytest.raises(UserError, match="unknown timeline option.s. turbo; known: dims"):
+    with pytest.raises(UserError, match="unknown timeline option.s. turbo; known: backends, fp16"):
         model.timeline(turbo=True)
     with pytest.raises(UserError, match="unknown partition option.s. fp32"):
         model.partition(fp32=True)

@@ -13,7 +13,8 @@ from fake_workers import gone_within
 
 from dashboard.errors import UserError
 from dashboard.intake.samples import sample_path
-from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze, parse_assignments
+from dashboard.partition.analysis import Cancellation, Cancelled, PartitionOptions, analyze
+from dashboard.runtime.knobs import parse_assignments
 from dashboard.partition.protocol import Stage
 from dashboard.partition.report import PartitionReport
 
@@ -126,7 +127,7 @@ def test_worker_hang_is_stopped_by_the_timeout(rejects, tmp_path):
                      timeout=5, on_event=events.append)
     assert Stage("compiling", 0.5) in events  # progress flowed before the hang
     htp = report.backends["htp"]
-    assert htp.status == "failed" and "did not finish" in htp.error and "--timeout" in htp.suggestion
+    assert htp.status == "failed" and "did not finish" in htp.error and "⟨timeout⟩" in htp.suggestion
 
 
 def test_cancel_stops_the_worker_at_once_and_caches_nothing(rejects, tmp_path):

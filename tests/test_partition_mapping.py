@@ -5,8 +5,8 @@ from __future__ import annotations
 from onnx import TensorProto, helper
 
 from dashboard.intake.reader import load_model
-from dashboard.partition.measure import (OptGraph, OptNode, measure, model_verdicts, opt_verdicts, place_model_nodes,
-                                         resolve_ep_name)
+from dashboard.partition.measure import (OptGraph, OptNode, Placement, measure, model_verdicts, opt_verdicts,
+                                         place_model_nodes, resolve_ep_name)
 
 QNN, CPU = "QNNExecutionProvider", "CPUExecutionProvider"
 
@@ -80,3 +80,31 @@ def test_nodes_in_no_subgraph_were_removed_while_partitioning():
     assert verdicts["r0"].supported
     assert verdicts["t0"].status == "removed" and "transpose optimizer" in verdicts["t0"].reason
     assert m.added == [{"ep": QNN, "op_type": "Transpose", "count": 1, "names": ["Transpose_token_4"]}]
+
+
+def test_a_node_the_ep_reports_as_itself_keeps_its_verdict_whatever_the_cpu_path_made_of_it(tmp_path):
+    """The CPU reference decomposed HardSwish into HardSigmoid + Mul; the QNN EP took it whole and
+    reported it by name (issue 16). Its verdict is the EP's, not that of the Mul nobody ran."""
+    nodes = [helper.make_node("HardSwish", ["x"], ["h"], name="hs"), helper.make_node("Relu", ["h"], ["y"], name="relu")]
+    onnx_graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "hs.onnx"
+    path.write_bytes(helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    graph = load_model(path)
+    optimized = opt(OptNode("HardSigmoid#0", "HardSigmoid", "", ("x",), ("s",)),
+                    OptNode("Mul#1", "Mul", "", ("x", "s"), ("h",)), OptNode("relu", "Relu", "", ("h",), ("y",)))
+    place = place_model_nodes(graph, optimized)
+    assert place["hs"] == Placement("fused", "Mul#1")  # what the reference graph alone says
+    m = measure(optimized, [(QNN, [("hs", "HardSwish"), ("relu", "Relu")])], None, graph)
+    verdicts = model_verdicts(graph, place, opt_verdicts(optimized, m), m.reported)
+    assert verdicts["hs"].status == "claimed" and verdicts["hs"].supported and verdicts["hs"].fused_into is None
+    assert m.added == []  # a model node is never counted as one the EP inserted
+    refused = measure(optimized, [(CPU, [("hs", "HardSwish")]), (QNN, [("relu", "Relu")])],
+                      {"unsupported_nodes": [{"node_name": "hs", "op_type": "HardSwish", "reason": "no builder"}]},
+                      graph)
+    verdicts = model_verdicts(graph, place, opt_verdicts(optimized, refused), refused.reported)
+    assert verdicts["hs"].status == "rejected" and verdicts["hs"].reason == "no builder"
+    # Without the EP's word on it, the reference graph still explains the node.
+    silent = measure(optimized, [(QNN, [("Mul#1", "Mul"), ("relu", "Relu")])], None, graph)
+    verdicts = model_verdicts(graph, place, opt_verdicts(optimized, silent), silent.reported)
+    assert verdicts["hs"].status == "fused" and verdicts["hs"].supported and verdicts["hs"].fused_into == "Mul#1"

@@ -120,7 +120,7 @@ def test_float_model_fails_to_finalize_without_fp16_and_fits_with_it(tmp_path):
     assert plain.classes.note and not plain.plans
     fp16 = analyze(vit, PartitionOptions(backends=("htp",), fp16=True), timeout=600)
     assert fp16.backends["htp"].status == "measured"
-    assert fp16.options["soc"] == DEFAULT_SOC  # fp16 without a SoC gets the default part
+    assert fp16.options.soc == DEFAULT_SOC  # fp16 without a SoC gets the default part
     assert sum(v.supported for v in fp16.backends["htp"].nodes.values()) > len(fp16.node_order) // 2
 
 
@@ -153,7 +153,7 @@ def test_unnamed_dynamic_dimension_gets_a_status_and_a_suggestion(tmp_path):
     htp = report.backends["htp"]
     assert htp.status == "measured"
     assert not any(v.supported for v in htp.nodes.values())
-    assert "unknown shapes" in htp.suggestion and "--shape NAME=D1,D2,...: x)" in htp.suggestion
+    assert "unknown shapes" in htp.suggestion and "(⟨shapes⟩: x)" in htp.suggestion  # worded by each front end
     assert any("unnamed dynamic" in note for note in report.notes)
 
 
@@ -168,6 +168,6 @@ def test_a_whole_input_shape_fixes_an_unnamed_dimension(tmp_path):
     assert report.backends["htp"].suggestion is None
     seg = report.plans["intersection"].segments[0]
     assert {r.name: r.bytes for r in seg.inputs} == {"x": 3 * 16 * 4}
-    assert report.options["shapes"] == {"x": [3, 16]}
+    assert report.options.shapes == {"x": (3, 16)}
     assert any("analysed with shape [3, 16]" in note for note in report.notes)
     assert path.read_bytes() == before

@@ -87,7 +87,7 @@ def _closed_port() -> int:
     (["{model}", "--dim", "batch"], "is not NAME=VALUE"),
     (["{model}", "--dim", "batch=one"], "must be an integer"),
     (["{model}", "--soc", "sm9999"], "unknown SoC"),
-    (["{model}", "--rate", "-1"], "--rate"),
+    (["{model}", "--rate", "-1"], "the rate must be a positive number"),
     (["{model}", "--device", "ftp://board"], "must be 'local' or ssh://"),
     (["{model}", "--device", "ssh://nobody@127.0.0.1:{port}", "--strategies", "fast"], "cannot reach"),
     (["{model}", "--timeout", "inf"], "between 0 and"),

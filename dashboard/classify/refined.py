@@ -7,11 +7,16 @@ match their KV-cache name hints), let a ViT's LayerNorm density outweigh its ima
 an image with symbolic H/W, and leave audio encoders, MLPs, RNNs and small CNNs on Unknown.
 
 What counts here is what only a decoder has: past inputs that come back as present outputs one
-token longer (a KV cache), a causal attention mask, logits over the token-embedding vocabulary,
-int4 weight-only matmuls, and the autoregressive loop itself where a decoder carries no cache: a
-recurrent state in and out next to a token input (a step decoder), an ArgMax fed back into the
-token embedding (a greedy loop, unrolled in the graph or carried by a Loop), target-so-far tokens
-next to a source (seq2seq); against that, signal inputs that a decoder never has: images reaching a conv stem or
+token longer (a KV cache, whose cross-attention past with no present is the encoder half), a
+causal attention mask (however the exporter builds it: kernels, attributes, Trilu, constants, or
+positions compared as rows against columns), logits over the token-embedding vocabulary, int4
+weight-only matmuls, and the autoregressive loop itself where a decoder carries no cache: a step
+state in and out, of any rank, next to a token input (an RNN, Mamba or RWKV step decoder), frames
+in, frames out and a stop head (a speech-synthesis decoder), an ArgMax fed back into the token
+embedding (a greedy loop, unrolled in the graph or carried by a Loop), target-so-far tokens next
+to a source (seq2seq), an image stem feeding a text decoder's logits (a captioner); what a model
+*produces* weighs too: a pooled embedding with no vocabulary output is an encoder's, even under a
+causal mask (CLIP's text tower). Against that, signal inputs that a decoder never has: images reaching a conv stem or
 patch embedding (through layout, normalisation or quantisation), spectrograms, waveforms or
 in-graph filterbanks, dense feature vectors, recurrent cells over signal features, a deep conv
 backbone, classical-ML ops, or token ids feeding a bidirectional (non-causal, cache-less) encoder.
@@ -60,6 +65,10 @@ TOKEN_IDS_SCORE = 2.0
 GREEDY_FEEDBACK_SCORE = 22.0
 STEP_DECODER_SCORE = 12.0
 SEQ2SEQ_DECODER_SCORE = 10.0
+FRAME_DECODER_SCORE = 12.0  # a step decoder whose tokens are spectrogram frames
+# An image stem feeding a text decoder's logits: offsets the image input (10), so a captioner is
+# judged by its decoder evidence, and its backbone still counts against it.
+CAPTIONER_SCORE = 10.0
 # NonGenAI evidence.
 IMAGE_CONV_SCORE = 10.0
 IMAGE_SHAPE_ONLY_SCORE = 4.0
@@ -68,6 +77,7 @@ RECURRENT_SCORE = 10.0
 DENSE_INPUT_SCORE = 10.0
 CLASSICAL_ML_SCORE = 10.0
 TEXT_ENCODER_SCORE = 10.0
+POOLED_EMBEDDING_SCORE = 10.0
 CNN_STRUCTURE_SCORE = 4.0  # two conv layers; each further conv adds CNN_DEPTH_STEP up to CNN_MAX_SCORE
 CNN_DEPTH_STEP = 0.5
 CNN_MAX_SCORE = 10.0
@@ -82,6 +92,9 @@ FILTERBANK_KERNEL = 64  # a Conv1D this wide over one channel is a learned filte
 MIN_FRAME_FEATURES = 13  # MFCC count: fewer channels per frame is not a spectrogram
 PATCH_KERNEL = 8  # a conv kernel this large on the raw image is a patch embedding (ViT), not a stem
 SEGMENT_VOCAB_MAX = 16  # token_type_ids embed into a handful of rows
+# Spectrogram frame widths: mel counts, and n_fft / 2 + 1 linear bins.
+FRAME_WIDTHS = MEL_BINS | frozenset({100, 257, 513, 1025})
+STOP_HEAD_MAX = 4  # a stop-token head predicts one flag per frame (a few with a reduction factor)
 
 CONV_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "NhwcConv", "FusedConv"})
 DENSE_OPS = frozenset({"Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "QGemm", "FusedMatMul", "MatMulNBits"})
@@ -136,6 +149,8 @@ _TOKEN_SPLIT = re.compile(r"[^0-9a-z]+")
 _CACHE_TOKENS = frozenset({"past", "present", "cache", "kv", "in", "out", "new", "next", "updated"})
 _PAST_HINTS = ("past", "cache", "kv", "key", "value")
 _PRESENT_HINTS = ("present", "cache", "kv", "key", "value", "past")
+# Words that say a tensor is the next step's copy of an input: ``conv_state`` -> ``conv_state_out``.
+_STEP_HINTS = ("present", "out", "new", "next", "updated")
 
 
 @dataclass
@@ -528,7 +543,7 @@ def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> Tens
     return outputs.get(name)
 
 
-def _causal_evidence(index: _Index, kv_pairs: list[_KvPair]) -> list[str]:
+def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], int_inputs: set[str]) -> list[str]:
     evidence = [f"{n.op_type} '{n.name}' (decoder-only attention kernel, causal by construction)"
                 for op in CAUSAL_OPS for n in index.by_op.get(op, ()) if n.domain == MS_DOMAIN]
     incremental = {p.attention.name: p.attention for p in kv_pairs
@@ -545,11 +560,10 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair]) -> list[str]:
         for node in index.by_op.get(op, ()):
             if len(node.inputs) < 2:
                 continue
-            left = _backward(index, node.inputs[0], {"Range"}, RANGE_PASS)
-            right = _backward(index, node.inputs[1], {"Range"}, RANGE_PASS)
-            if left is not None and right is not None:
-                evidence.append(f"{op} '{node.name}' compares positions from Range '{left.name}' and "
-                                f"Range '{right.name}' (query >= key mask)")
+            left, right = (_position_origin(index, name, int_inputs) for name in node.inputs[:2])
+            if left and right and left[0] == right[0]:
+                evidence.append(f"{op} '{node.name}' compares positions from {left[1]} and {right[1]} "
+                                "(query >= key mask)")
     checked = 0
     for user, source in _mask_sources(index):
         producer = index.producer.get(source)
@@ -568,6 +582,35 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair]) -> list[str]:
             evidence.append(f"Constant '{producer.name}' {list(value.shape)} is {kind} (a causal mask) and "
                             f"feeds {user.op_type} '{user.name}'")
     return list(dict.fromkeys(evidence))
+
+
+POSITION_PASS = RANGE_PASS | {"Transpose"}
+STOP_PASS = frozenset({"Reshape", "Sigmoid", "Add", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Cast", "Identity",
+                       "Slice"})
+
+
+def _position_origin(index: _Index, name: str, int_inputs: set[str], max_hops: int = 5) -> tuple[str, str] | None:
+    """(kind, description) of the positions a compared tensor is laid out from: a Range (torch's
+    arange, every exporter), a CumSum (positions counted from the attention mask), or an integer
+    graph input (``position_ids``), reached through unsqueezes, expands, transposes and offsets. A
+    causal mask compares the same kind of positions on both sides (query rows against key
+    columns); a padding mask compares positions with lengths, a sliding window a distance with a
+    constant."""
+    frontier, seen = [name], {name}
+    for _ in range(max_hops + 1):
+        next_frontier = []
+        for tensor in frontier:
+            if tensor in int_inputs:
+                return "input", f"input '{tensor}'"
+            node = index.producer.get(tensor)
+            if node is None:
+                continue
+            if node.op_type in ("Range", "CumSum"):
+                return node.op_type, f"{node.op_type} '{node.name}'"
+            if node.op_type in POSITION_PASS:
+                next_frontier += [i for i in node.inputs if i and i not in seen and not seen.add(i)]
+        frontier = next_frontier[:32]
+    return None
 
 
 # -- the autoregressive loop without a cache ----------------------------------------------------
@@ -595,14 +638,27 @@ def _state_pairs(model: ModelGraph, index: _Index, inputs: list[TensorSpec], ski
     outputs = [o for o in model.outputs if o.elem_type in FLOAT_TYPES]
     pairs = []
     for spec in inputs:
-        if spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None or not 2 <= len(spec.shape) <= 3:
+        if spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None or len(spec.shape) < 2:
             continue
-        same = [o for o in outputs if o.name != spec.name and _same_layout(spec, o)]
+        same = [o for o in outputs if o.name != spec.name and _state_output(spec, o)]
         reached = _reach(index, [spec.name]) if same else set()
         hit = next((o for o in same if o.name in reached), None)
         if hit is not None:
             pairs.append(_StatePair(spec, hit))
     return pairs
+
+
+def _state_output(state: TensorSpec, out: TensorSpec) -> bool:
+    """``out`` is ``state`` coming back: the same name with step wording (``present_X``, ``X_out``,
+    ``new_X``, ``X_next``), same dtype and rank, whatever the rank (Mamba's stacked conv states are
+    4-D); or, without the names, the same layout at rank 2-3 (a GRU's hidden, a VAD's state). A
+    same-shaped image out (a U-Net) is neither."""
+    if out.shape is None or len(out.shape) != len(state.shape) or out.elem_type != state.elem_type:
+        return False
+    signature = _name_signature(state.name)
+    if signature and signature == _name_signature(out.name) and _hinted(state.name + " " + out.name, _STEP_HINTS):
+        return all(a == b for a, b in zip(state.shape, out.shape) if isinstance(a, int) and isinstance(b, int))
+    return len(state.shape) <= 3 and _same_layout(state, out)
 
 
 def _step_decoder(streams: list[_Embedding], logits: dict[str, list[str]], states: list[_StatePair]):
@@ -616,7 +672,7 @@ def _step_decoder(streams: list[_Embedding], logits: dict[str, list[str]], state
     evidence += [f"state {_spec_text(p.input)} is carried to output {_spec_text(p.output)}" for p in states]
     evidence.append(logits[target.input.name][0])
     state = states[0]
-    return evidence, (f"a token input '{target.input.name}' plus a hidden state in and out ('{state.input.name}' -> "
+    return evidence, (f"a token input '{target.input.name}' plus a step state in and out ('{state.input.name}' -> "
                       f"'{state.output.name}'), and a vocabulary-sized output ({target.rows}): a step decoder")
 
 
@@ -678,9 +734,98 @@ def _seq2seq_decoder(streams: list[_Embedding], logits: dict[str, list[str]], me
                       f"target vocabulary ({target.rows}): a seq2seq decoder")
 
 
+def _frame_decoder(model: ModelGraph, index: _Index, skip: set[str]) -> tuple[list[str], list[str]]:
+    """Evidence and input names of an autoregressive speech decoder: spectrogram frames in (a mel
+    count or linear bins wide) through a dense prenet, frames of that width out and a stop head,
+    both computed from them. A spectrogram enhancer has frames in and out but no stop head; a
+    non-autoregressive TTS model reads phonemes, not frames. Inputs that come back under their own
+    name (a state) are taken as the frames only when nothing else is."""
+    outputs = [o for o in model.outputs if o.elem_type in FLOAT_TYPES]
+    fresh, paired = [], []
+    for spec in model.inputs:
+        width = spec.shape[-1] if spec.shape else None
+        if spec.name in skip or spec.elem_type not in FLOAT_TYPES or len(spec.shape or ()) not in (2, 3) \
+                or width not in FRAME_WIDTHS or _forward(index, spec.name, DENSE_OPS, SIGNAL_PASS)[0] is None:
+            continue
+        reached = _reach(index, [spec.name])
+        same = [o for o in outputs if o.name in reached and o.shape and o.shape[-1] == width]
+        stops = [(o, head) for o in outputs if o.name in reached for head in [_stop_head(index, o.name)] if head]
+        if not same or not stops:
+            continue
+        own = _name_signature(spec.name)
+        evidence = (f"frames {_spec_text(spec)} in, frames {_spec_text(same[0])} out and a stop head "
+                    f"{_spec_text(stops[0][0])} ({stops[0][1]})")
+        (paired if any(_name_signature(o.name) == own for o in same) else fresh).append((spec.name, evidence))
+    chosen = fresh or paired
+    return [e for _, e in chosen], [n for n, _ in chosen]
+
+
+def _stop_head(index: _Index, name: str) -> str:
+    """The dense layer, 1 to ``STOP_HEAD_MAX`` wide, that an output comes from (through a sigmoid and
+    reshapes): a stop-token / gate head."""
+    head = _backward(index, name, DENSE_OPS, STOP_PASS)
+    weight = _weight_shape(index, head.inputs[1]) if head is not None and len(head.inputs) > 1 else None
+    if weight is None or len(weight[1]) != 2 or not min(weight[1]) <= STOP_HEAD_MAX < max(weight[1]):
+        return ""
+    return f"{head.op_type} '{head.name}' to {min(weight[1])} value(s) per step"
+
+
+def _frame_gist(frames: list[str]) -> str:
+    if not frames:
+        return ""
+    return f"{frames[0]}: an autoregressive speech decoder"
+
+
+def _cross_attention_past(inputs: list[TensorSpec], kv_pairs: list[_KvPair], skip: set[str]) -> list[TensorSpec]:
+    """Past inputs with no present output, shaped like the decoder's own past (same rank, heads and
+    head size; the length is the encoder's): the cross-attention keys and values a seq2seq or TTS
+    decoder computes once from the encoder and reads at every step."""
+    pasts = {p.past.name for p in kv_pairs}
+    found = []
+    for spec in inputs:
+        if spec.name in pasts or spec.name in skip or spec.elem_type not in FLOAT_TYPES or spec.shape is None \
+                or len(spec.shape) < 3 or not _hinted(spec.name, _PAST_HINTS):
+            continue
+        if any(_shapes_compatible(spec, p.past) for p in kv_pairs):  # equal but for the length axis
+            found.append(spec)
+    return found
+
+
+def _pooled_outputs(model: ModelGraph, index: _Index, text: _Text) -> list[str]:
+    """Outputs with one vector per sequence ([batch, width], width fixed and not a vocabulary)
+    computed from the token ids, in a model with no output over its vocabulary."""
+    if not text.streams or text.logit_outputs:
+        return []
+    vocabularies = {e.rows for e in text.streams}
+    reached = _reach(index, [e.input.name for e in text.streams])
+    return [f"output {_spec_text(o)} is one vector per sequence computed from the tokens" for o in model.outputs
+            if o.elem_type in FLOAT_TYPES and o.shape is not None and len(o.shape) == 2
+            and isinstance(o.shape[1], int) and o.shape[1] not in vocabularies and o.name in reached]
+
+
+def _image_to_text(index: _Index, found: _Inputs, text: _Text) -> list[str]:
+    """Image inputs whose features reach an output over a token input's vocabulary: a captioner's
+    image stem (ViT + GPT-2, CNN + GRU), the encoder half of an image-to-text decoder."""
+    if not found.image_names or not text.logit_outputs:
+        return []
+    evidence = []
+    for name in found.image_names:
+        reached = _reach(index, [name])
+        hits = [out for out in text.logit_outputs if out in reached]
+        if hits:
+            evidence.append(f"image input '{name}' reaches the vocabulary output '{hits[0]}' of token input "
+                            f"'{text.token.input.name}'")
+    return evidence
+
+
 # -- other decoder evidence ------------------------------------------------------------------------
 
 def _logits_evidence(model: ModelGraph, index: _Index, vocab: _Embedding | None) -> list[str]:
+    return [text for _, text in _logits_outputs(model, index, vocab)]
+
+
+def _logits_outputs(model: ModelGraph, index: _Index, vocab: _Embedding | None) -> list[tuple[str, str]]:
+    """(output name, evidence) of every output over ``vocab``'s vocabulary."""
     if vocab is None:
         return []
     evidence = []
@@ -688,15 +833,15 @@ def _logits_evidence(model: ModelGraph, index: _Index, vocab: _Embedding | None)
         if out.elem_type not in FLOAT_TYPES:
             continue
         if out.shape and out.shape[-1] == vocab.rows:
-            evidence.append(f"output {_spec_text(out)}: last dim = vocab {vocab.rows} of '{vocab.table}'")
+            evidence.append((out.name, f"output {_spec_text(out)}: last dim = vocab {vocab.rows} of '{vocab.table}'"))
             continue
         head = _backward_chain(index, out.name, DENSE_OPS, LOGITS_PASS)
         if head is None or len(head.inputs) < 2:
             continue
         weight = _weight_shape(index, head.inputs[1])
         if weight is not None and (weight[0] == vocab.table or vocab.rows in (weight[1][:1] + weight[1][-1:])):
-            evidence.append(f"output '{out.name}' comes from {head.op_type} '{head.name}' with weight "
-                            f"'{weight[0]}' {list(weight[1])} projecting to vocab {vocab.rows}")
+            evidence.append((out.name, f"output '{out.name}' comes from {head.op_type} '{head.name}' with weight "
+                                       f"'{weight[0]}' {list(weight[1])} projecting to vocab {vocab.rows}"))
     return evidence
 
 
@@ -731,6 +876,7 @@ def _int4_evidence(index: _Index, quantizes_activations: bool) -> list[str]:
 @dataclass
 class _Inputs:
     image_conv: list[str] = field(default_factory=list)
+    image_names: list[str] = field(default_factory=list)  # the inputs behind ``image_conv``
     image_shape: list[str] = field(default_factory=list)
     audio: list[str] = field(default_factory=list)
     dense: list[str] = field(default_factory=list)
@@ -771,11 +917,13 @@ def _image_evidence(found: _Inputs, spec: TensorSpec, conv: Node | None, stem) -
     if image_like and stem is not None:
         layout = "NCHW" if shape[1] in IMAGE_CHANNELS else "NHWC"
         found.image_conv.append(f"image input {_spec_text(spec)} ({layout}) feeds {_conv_role(conv, stem)}")
+        found.image_names.append(spec.name)
     elif image_like:
         found.image_shape.append(f"image-shaped input {_spec_text(spec)}; no conv stem on it at top level")
     elif rank in (None, 4) and stem is not None and len(stem[1]) == 4 and stem[1][1] in IMAGE_CHANNELS:
         found.image_conv.append(f"input {_spec_text(spec)} feeds {_conv_role(conv, stem)} over {stem[1][1]} "
                                 "image channel(s)")
+        found.image_names.append(spec.name)
     else:
         return False
     return True
@@ -825,13 +973,14 @@ def _conv_role(conv: Node, weight: tuple[str, tuple] | None) -> str:
     return f"conv stem {conv.op_type} '{conv.name}'"
 
 
-def _recurrent_cells(index: _Index, streams: list[_Embedding]) -> list[Node]:
+def _recurrent_cells(index: _Index, streams: list[str]) -> list[Node]:
     """Recurrent cells (quantised ones included) over signal features. Cells that read token
-    embeddings belong to a text model (an encoder or a decoder), and other rules judge those."""
+    embeddings, or the frames a speech decoder feeds back, belong to a decoder (or a text encoder),
+    and other rules judge those."""
     cells = [n for op in RECURRENT_OPS for n in index.by_op.get(op, ())]
     if not cells or not streams:
         return cells
-    text = _reach(index, [e.input.name for e in streams])
+    text = _reach(index, streams)
     return [n for n in cells if not (n.inputs and n.inputs[0] in text)]
 
 
@@ -850,6 +999,7 @@ class _Text:
     streams: list[_Embedding]
     logits: dict[str, list[str]]
     token: _Embedding | None
+    logit_outputs: list[str] = field(default_factory=list)  # names of the outputs over a vocabulary
 
 
 def _nearest_first(index: _Index, model: ModelGraph, streams: list[_Embedding]) -> list[_Embedding]:
@@ -874,11 +1024,13 @@ def _nearest_first(index: _Index, model: ModelGraph, streams: list[_Embedding]) 
 def _text(model: ModelGraph, index: _Index) -> _Text:
     embeddings = _embeddings(index, model.inputs)
     streams = _nearest_first(index, model, _token_streams(embeddings))
-    logits = {e.input.name: _logits_evidence(model, index, e) for e in streams}
+    found = {e.input.name: _logits_outputs(model, index, e) for e in streams}
+    logits = {name: [text for _, text in hits] for name, hits in found.items()}
     target = next((e for e in streams if logits[e.input.name]), None)
     token = target or max(embeddings, default=None, key=lambda e: (
         not any(w in e.input.name.lower() for w in _POSITIONAL), e.rows))
-    return _Text(embeddings, streams, logits, token)
+    outputs = [out for hits in found.values() for out, _ in hits]
+    return _Text(embeddings, streams, logits, token, list(dict.fromkeys(outputs)))
 
 
 def classify_refined(model: ModelGraph) -> Classification:
@@ -891,9 +1043,12 @@ def classify_refined(model: ModelGraph) -> Classification:
     top_level_flow = list(index.control_flow)
     flow_notes = _flatten_bodies(index)
     text = _text(model, index)
+    facts = _decoder_facts(model, index, text)
+    found = _signal_inputs(index, model.inputs, facts.not_signals(text),
+                           (2, 4) if text.embeddings or facts.kv_pairs else (2, 3, 4))
     card = Scorecard()
-    kv_pairs, causal, states, loop = _decoder_signals(card, model, index, text)
-    _non_decoder_signals(card, model, index, text, kv_pairs, states, decoder=bool(kv_pairs or causal or loop))
+    _decoder_signals(card, model, index, text, facts, found)
+    _non_decoder_signals(card, model, index, text, facts, found)
     _context_signals(card, index, flow_notes or [f"{n.op_type} '{n.name}' holds {n.subgraphs} subgraph(s)"
                                                  for n in top_level_flow])
     genai, non_genai = card.total("genai"), card.total("non_genai")
@@ -906,45 +1061,122 @@ def classify_refined(model: ModelGraph) -> Classification:
                           decision_rule=DECISION_RULE)
 
 
-def _decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text):
-    """GenAI evidence. Returns the KV pairs, causal evidence, recurrent states and the loop evidence
-    (step decoder, greedy feedback, seq2seq) that the non-decoder rules must know about."""
+@dataclass
+class _Facts:
+    """The decoder structure found before any score is given: the non-decoder rules must know which
+    inputs are a decoder's state (not images, audio or features) and whether a loop is proven."""
+
+    kv_pairs: list[_KvPair]
+    cross_past: list[TensorSpec]  # the encoder half of the cache: a past with no present
+    states: list[str]  # inputs that initialise an RNN cell
+    carried: list[_StatePair]
+    frames: list[str]  # evidence of an autoregressive frame decoder
+    frame_inputs: list[str]
+    memory: list[TensorSpec]
+    causal: list[str]
+    pooled: list[str]
+    step: tuple[list[str], str]
+    greedy: tuple[list[str], str]
+    seq2seq: tuple[list[str], str]
+
+    @property
+    def loop(self) -> bool:
+        """Some part of the autoregressive loop is in the signature or the graph."""
+        return bool(self.step[0] or self.greedy[0] or self.seq2seq[0] or self.frames)
+
+    def not_signals(self, text: _Text) -> set[str]:
+        """Inputs that are decoder state, never image / audio / feature evidence: token ids, the KV
+        cache and its encoder half, and, once a loop is proven, the step states, the frames fed
+        back and the encoder states attended to."""
+        names = {p.past.name for p in self.kv_pairs} | {e.input.name for e in text.embeddings}
+        names |= {spec.name for spec in self.cross_past}
+        if self.loop:
+            names |= {p.input.name for p in self.carried} | set(self.frame_inputs) | {m.name for m in self.memory}
+        return names
+
+
+def _decoder_facts(model: ModelGraph, index: _Index, text: _Text) -> _Facts:
+    """Frames first (a speech decoder's frames so far are its tokens, not a cache), then the KV
+    cache and its encoder half, then the states that remain: each later rule skips what an
+    earlier one explained."""
     token_inputs = {e.input.name for e in text.embeddings}
-    kv_pairs, states = _kv_pairs(model, index, model.inputs, token_inputs)
-    causal = _causal_evidence(index, kv_pairs)
-    carried = _state_pairs(model, index, model.inputs, token_inputs | {p.past.name for p in kv_pairs})
-    carried_names = {p.input.name for p in carried}
-    step, step_gist = _step_decoder(text.streams, text.logits, carried)
-    greedy, greedy_gist = _greedy_feedback(index)
-    memory = _memory_inputs(index, model.inputs, token_inputs | carried_names | {p.past.name for p in kv_pairs})
-    seq2seq, seq2seq_gist = _seq2seq_decoder(text.streams, text.logits, memory)
-    token, logits = text.token, text.logits.get(text.token.input.name, []) if text.token else []
-    card.add(name="kv_cache_pairs", side="genai", weight=KV_PAIRS_SCORE, value=len(kv_pairs),
-             evidence=[f"'{p.past.name}' {p.past.shape_text()} -> '{p.present.name}' {p.present.shape_text()}"
-                       + (f": {p.link}" if p.link else ": same layer/role and dtype, shapes differ only on the "
-                          "sequence axis") for p in kv_pairs],
+    frames, frame_inputs = _frame_decoder(model, index, token_inputs)
+    kv_pairs, states = _kv_pairs(model, index, model.inputs, token_inputs | set(frame_inputs))
+    pasts = {p.past.name for p in kv_pairs}
+    cross = _cross_attention_past(model.inputs, kv_pairs, token_inputs | set(frame_inputs))
+    carried = _state_pairs(model, index, model.inputs, token_inputs | pasts | set(frame_inputs)
+                           | {c.name for c in cross})
+    skip = token_inputs | {p.input.name for p in carried} | pasts | set(frame_inputs) | {c.name for c in cross}
+    memory = _memory_inputs(index, model.inputs, skip)
+    causal = _causal_evidence(index, kv_pairs, {spec.name for spec in model.inputs if spec.elem_type in INT_TYPES})
+    return _Facts(kv_pairs, cross, states, carried, frames, frame_inputs, memory, causal,
+                  _pooled_outputs(model, index, text),
+                  _step_decoder(text.streams, text.logits, carried), _greedy_feedback(index),
+                  _seq2seq_decoder(text.streams, text.logits, memory))
+
+
+def _decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text, facts: _Facts,
+                     found: _Inputs) -> None:
+    """GenAI evidence."""
+    kv_pairs = facts.kv_pairs
+    # A cache with nothing fed back (no token ids, no frames) next to an audio or image input is a
+    # streaming encoder's state between chunks, not a decoder's cache.
+    streaming = bool(kv_pairs) and not text.streams and not facts.frames and bool(found.audio or found.image_conv)
+    kv_evidence = [f"'{p.past.name}' {p.past.shape_text()} -> '{p.present.name}' {p.present.shape_text()}"
+                   + (f": {p.link}" if p.link else ": same layer/role and dtype, shapes differ only on the "
+                      "sequence axis") for p in kv_pairs]
+    kv_evidence += [f"'{c.name}' {c.shape_text()} is the encoder half of the cache (cross-attention past: same "
+                    "heads and head size, no present output)" for c in facts.cross_past]
+    if streaming:
+        kv_evidence.insert(0, "not counted: nothing is fed back (no token ids, no frames) and the model reads "
+                              "audio or an image, so these are a streaming encoder's state between chunks")
+    card.add(name="kv_cache_pairs", side="genai", weight=KV_PAIRS_SCORE, value=len(kv_pairs), evidence=kv_evidence,
+             score=0.0 if streaming or not kv_pairs else KV_PAIRS_SCORE,
              gist=f"{len(kv_pairs)} KV-cache pair(s) such as '{kv_pairs[0].past.name}' -> "
-                  f"'{kv_pairs[0].present.name}': an incremental decoder" if kv_pairs else "",
+                  f"'{kv_pairs[0].present.name}'" + (f" (and {len(facts.cross_past)} cross-attention past(s))"
+                                                     if facts.cross_past else "") + ": an incremental decoder"
+             if kv_pairs else "",
              description="past inputs that return as present outputs of the same layer and role (present = past "
-                         "+ new tokens): a KV cache, which only autoregressive decoders carry")
+                         "+ new tokens): a KV cache, which only autoregressive decoders carry; a cross-attention "
+                         "past with no present is its encoder half. Not counted when nothing is fed back and the "
+                         "model reads audio or an image (a streaming encoder's state)")
+    greedy, greedy_gist = facts.greedy
     card.add(name="greedy_feedback", side="genai", weight=GREEDY_FEEDBACK_SCORE, value=len(greedy), evidence=greedy,
              gist=greedy_gist, description=_greedy_feedback.__doc__.split(":")[0].strip())
+    step, step_gist = facts.step
     card.add(name="step_decoder", side="genai", weight=STEP_DECODER_SCORE, evidence=step, gist=step_gist,
-             value=len(carried), description="a token input, a recurrent state carried from input to output, and "
-                                             "an output over the token vocabulary: one step of an RNN decoder")
+             value=len(facts.carried),
+             description="a token input, a step state carried from input to output (an RNN hidden state, "
+                         "Mamba's conv and SSM states, RWKV's state: any rank), and an output over the token "
+                         "vocabulary: one step of a recurrent or state-space decoder")
+    card.add(name="frame_decoder", side="genai", weight=FRAME_DECODER_SCORE, evidence=facts.frames,
+             gist=_frame_gist(facts.frames),
+             description="spectrogram frames in, frames of the same width out and a stop head (a 1-4 wide "
+                         "output, the stop-token probability): one step of an autoregressive speech-synthesis "
+                         "decoder (SpeechT5, Tacotron, Transformer-TTS)")
+    seq2seq, seq2seq_gist = facts.seq2seq
     card.add(name="seq2seq_decoder", side="genai", weight=SEQ2SEQ_DECODER_SCORE, evidence=seq2seq, gist=seq2seq_gist,
              description="target-so-far tokens with an output over their vocabulary, next to source tokens or "
                          "encoder states: a seq2seq decoder (read on every token input, not just the first)")
+    causal = facts.causal
     card.add(name="causal_mask", side="genai", weight=CAUSAL_MASK_SCORE, evidence=causal,
              gist=f"a causal mask ({_first_words(causal)})" if causal else "",
              description="causal attention: decoder-only kernels (GroupQueryAttention ...), attention over a KV "
-                         "cache, unidirectional/is_causal attributes, Trilu, Range-vs-Range position comparisons, "
+                         "cache, unidirectional/is_causal attributes, Trilu, query-vs-key position comparisons "
+                         "(two Ranges, one positions input or one CumSum laid out as rows and columns), "
                          "triangular mask constants or square mask buffers")
+    captioner = _image_to_text(index, found, text)
+    card.add(name="image_to_text", side="genai", weight=CAPTIONER_SCORE, evidence=captioner,
+             gist=f"an image stem feeding a text decoder's vocabulary output ({captioner[0].split(' reaches ')[0]}): "
+                  "a captioner" if captioner else "",
+             description="an image input whose features reach the logits over a token vocabulary, next to that "
+                         "token input: the image stem is the encoder half of a captioner, not a vision model")
     int4 = _int4_evidence(index, bool(index.by_op.get("QuantizeLinear")))
     card.add(name="int4_weight_only", side="genai", weight=INT4_WEIGHT_ONLY_SCORE, evidence=int4,
              gist="int4 weight-only matmuls (the LLM deployment format)" if int4 else "",
              description="weight-only low-bit quantization (MatMulNBits, GatherBlockQuantized, int4 "
                          "DequantizeLinear with float activations): the LLM deployment format")
+    token, logits = text.token, text.logits.get(text.token.input.name, []) if text.token else []
     card.add(name="vocab_logits", side="genai", weight=VOCAB_LOGITS_SCORE, evidence=logits,
              value=token.rows if token and logits else None, threshold=token.rows if token else None,
              gist=f"an output over the {token.rows}-token vocabulary" if logits else "",
@@ -956,18 +1188,17 @@ def _decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _T
              gist=f"token ids '{token.input.name}'" if token else "",
              description="integer token ids (any name, rank 1 or 2) feeding an embedding table (text model; decoder "
                          "or encoder)")
-    return kv_pairs, causal, states, step or greedy or seq2seq
 
 
 def _first_words(evidence: list[str], words: int = 3) -> str:
     return " ".join(evidence[0].split()[:words]) if evidence else ""
 
 
-def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text, kv_pairs, states,
-                         decoder: bool) -> None:
-    """NonGenAI evidence: what a decoder never has."""
-    skip = {p.past.name for p in kv_pairs} | {e.input.name for e in text.embeddings}
-    found = _signal_inputs(index, model.inputs, skip, (2, 4) if text.embeddings or kv_pairs else (2, 3, 4))
+def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text: _Text, facts: _Facts,
+                         found: _Inputs) -> None:
+    """NonGenAI evidence: what a decoder never has. A causal mask alone does not make a decoder of a
+    model that outputs a pooled embedding (CLIP's text tower): it still reads as an encoder."""
+    decoder = bool(facts.kv_pairs or facts.loop or (facts.causal and not facts.pooled))
     token = text.token
     encoder = []
     if token is not None and not decoder:
@@ -981,6 +1212,13 @@ def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text
              gist=f"token ids '{token.input.name}' read without any decoder structure: a text encoder" if encoder else "",
              description="token ids without any decoder structure (no KV pairs, no causal mask, no step state, "
                          "greedy feedback or target tokens): BERT/MiniLM-style encoder")
+    pooled = facts.pooled if text.streams else []
+    card.add(name="pooled_embedding", side="non_genai", weight=POOLED_EMBEDDING_SCORE, evidence=pooled,
+             gist=f"{pooled[0].split(' is ')[0]} is one vector per sequence and no output is over the vocabulary: "
+                  "a pooled embedding" if pooled else "",
+             description="an output with one vector per sequence ([batch, width]) computed from the token ids, and "
+                         "no output over the token vocabulary: a text encoder's pooled or projected embedding "
+                         "(CLIP, sentence embedders), even with a causal mask")
     card.add(name="image_input", side="non_genai", weight=IMAGE_CONV_SCORE, evidence=found.image_conv,
              gist=f"an {found.image_conv[0].split(' feeds ')[0]} feeding a conv" if found.image_conv else "",
              description="float [B, C, H, W] or [B, H, W, C] input with C in 1/3/4 (symbolic H, W count) reaching a "
@@ -995,9 +1233,9 @@ def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text
              description="waveform [B, samples] / [B, samples, 1] or spectrogram frames [B, F, T] (mel bins, or "
                          "any width a 1-D conv reads) reaching a conv; STFT/DFT ops; a wide Conv1D filterbank over "
                          "one channel")
-    cells = _recurrent_cells(index, text.streams)
+    cells = _recurrent_cells(index, [e.input.name for e in text.streams] + facts.frame_inputs)
     card.add(name="recurrent_cells", side="non_genai", weight=RECURRENT_SCORE,
-             evidence=[f"{n.op_type} '{n.name}'" for n in cells] + states if cells else [],
+             evidence=[f"{n.op_type} '{n.name}'" for n in cells] + facts.states if cells else [],
              gist=f"{cells[0].op_type} cells over signal features" if cells else "",
              description="LSTM / GRU / RNN cells, quantised ones (DynamicQuantizeLSTM) included, over signal "
                          "features rather than token embeddings (speech, VAD, OCR, sequence models)")

@@ -1,5 +1,5 @@
-"""What several commands share: the parser that fails in one line, the knobs that decide what QNN
-claims (``partition`` and ``timeline``), and JSON output."""
+"""What several commands share: the parser that fails in one line, the settings' flags
+(``SettingsArgs``, generated from ``runtime.knobs``), and JSON output."""
 
 from __future__ import annotations
 
@@ -21,56 +21,96 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def add_runtime_options(parser: argparse.ArgumentParser) -> None:
-    """The knobs that decide what QNN claims (shared by partition and timeline)."""
-    from dashboard.runtime.socs import SOCS
+class SettingsArgs:
+    """The settings' flags and their parsing, in the manner of Polygraphy's argument groups: the
+    group adds one flag per knob of ``runtime.knobs`` (its flag, help, choices and default come
+    from the table) and turns the parsed ``args`` into a ``Settings`` (or a record built on it,
+    e.g. ``TimelineOptions``), so every command that takes settings (partition, timeline,
+    report, ...) spells, parses and checks them the same way. ``keys``: the knobs the command
+    takes (all by default); ``analysis``: whose timeout is the default (``knobs.TIMEOUTS``; none:
+    each analysis its own)."""
 
-    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
-                        help="fix a symbolic dimension (repeatable); batch=1 and sequence "
-                             "lengths are pre-filled")
-    parser.add_argument("--fp16", action="store_true", help="run float models in HTP fp16 precision")
-    parser.add_argument("--soc", metavar="NAME",
-                        help="Snapdragon SoC to compile for: " + ", ".join(s.key for s in SOCS)
-                             + " (or a QNN soc_model number)")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra QNN provider option (repeatable); checked against the EP's own options: "
-                             "an unknown key or a value it would ignore is refused with the valid values; a "
-                             "library or output path must be absolute and pass its check on this machine "
-                             "(a remote --device's paths are its own, not checked)")
-    parser.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
-                        help="give up on the runtime worker after this long")
+    def __init__(self, keys: tuple[str, ...] | None = None, analysis: str | None = None) -> None:
+        from dashboard.runtime.knobs import KNOBS, defaults
+
+        self.knobs = [k for k in KNOBS if keys is None or k.key in keys]
+        self.defaults = defaults(analysis)
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        for knob in self.knobs:
+            parser.add_argument(knob.flag, **self._argument(knob))
+
+    def _argument(self, knob) -> dict:
+        default = self.defaults[knob.key]
+        if knob.kind == "flag":
+            return {"action": "store_true", "help": knob.help}
+        if knob.kind in ("dims", "shapes", "options"):
+            return {"action": "append", "default": [], "metavar": knob.metavar, "help": f"{knob.help} (repeatable)"}
+        if knob.kind == "backends":
+            return {"default": ",".join(default), "metavar": "LIST",
+                    "help": f"{knob.help}: comma list of {', '.join(knob.choices)} (default {','.join(default)})"}
+        if knob.kind == "choice":
+            return {"choices": knob.choices, "default": default, "help": knob.help}
+        if knob.kind == "soc":
+            return {"metavar": knob.metavar, "default": default, "help": f"{knob.help}; known: {', '.join(knob.choices)}"}
+        if knob.kind == "seconds":
+            return {"type": seconds, "default": default, "metavar": knob.metavar,
+                    "help": knob.help + (f" (default {default:g})" if default else "")}
+        raise AssertionError(f"no flag for knobs of kind {knob.kind!r}")
+
+    def parse(self, args: argparse.Namespace, record: type | None = None, **fields):
+        """``record`` (``Settings`` by default) from ``args`` and the command's other ``fields``;
+        a bad value is one ``UserError`` line, its hints in the CLI's words. Provider options are
+        checked as the terminal's (``access.TERMINAL``): options that load a library or write a
+        file are kept, with their paths checked on this machine, or, for a remote ``--device``, a
+        note on stderr that they are the device's paths and were not checked."""
+        from dashboard.errors import UserError
+        from dashboard.runtime.knobs import CLI, Settings, worded_error
+
+        values = {knob.key: self._value(knob, args) for knob in self.knobs}
+        try:
+            return (record or Settings)(**values, **fields)
+        except UserError as exc:
+            raise worded_error(exc, CLI) from None
+
+    def _value(self, knob, args: argparse.Namespace):
+        from dashboard.intake.shapes import parse_shapes
+        from dashboard.runtime.knobs import parse_assignments
+
+        given = getattr(args, knob.flag[2:].replace("-", "_"))
+        if knob.kind == "backends":
+            return tuple(given.split(","))
+        if knob.kind == "dims":
+            return parse_assignments(given, knob.flag, integer=True)
+        if knob.kind == "shapes":
+            return parse_shapes(given, knob.flag)
+        if knob.kind == "options":
+            return _terminal_provider_options(parse_assignments(given, knob.flag), args)
+        return given
 
 
-def provider_options(args: argparse.Namespace) -> dict[str, str]:
-    """``--option K=V`` items, checked as the terminal's (``access.TERMINAL``): options that load a
-    library or write a file are kept, with their paths checked on this machine, or, for a remote
-    ``--device``, a note on stderr that they are the device's paths and were not checked."""
+def _terminal_provider_options(options: dict[str, str], args: argparse.Namespace) -> dict[str, str]:
     from dashboard.access import TERMINAL
-    from dashboard.partition.analysis import parse_assignments
     from dashboard.runtime import qnn_options
     from dashboard.runtime.devices import Device
 
-    options = parse_assignments(args.option, "--option")
     device = Device.parse(getattr(args, "device", None) or "local", source=TERMINAL)
     for note in qnn_options.check(options, origin=TERMINAL, remote=None if device.is_local else device.label):
         print(f"note: {note}", file=sys.stderr, flush=True)
     return options
 
 
-MAX_SECONDS = 7 * 24 * 3600
-
-
 def seconds(text: str) -> float:
-    """An argparse type for ``--timeout``: a positive, finite number of seconds, at most a week.
-    Why: ``nan`` or ``-5`` would make every wait end at once, ``inf`` overflowed a deadline."""
+    """An argparse type for ``--timeout``: a positive, finite number of seconds, at most a week
+    (``knobs.check_timeout``)."""
+    from dashboard.errors import UserError
+    from dashboard.runtime.knobs import MAX_SECONDS, check_timeout
+
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_SECONDS:  # false for nan too
+        return check_timeout(float(text))
+    except (ValueError, UserError):
         raise argparse.ArgumentTypeError(f"must be a number of seconds between 0 and {MAX_SECONDS:,} (a week), "
-                                         f"got {text!r}")
-    return value
+                                         f"got {text!r}") from None
 
 
 PROGRESS_FROM_BYTES = 256 << 20  # smaller files hash in well under a second

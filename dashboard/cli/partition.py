@@ -16,14 +16,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dashboard.cli.common import add_runtime_options
+from dashboard.cli.common import SettingsArgs
 from dashboard.errors import UserError
 
 # The analysis modules are imported by ``analyze_from_args``, after it has started the runtime
 # worker, so the worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
 if TYPE_CHECKING:
-    from dashboard.partition.analysis import PartitionOptions
     from dashboard.partition.report import PartitionReport
+    from dashboard.runtime.knobs import Settings
+
+SETTINGS = SettingsArgs(analysis="partition")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,37 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def add_partition_options(parser: argparse.ArgumentParser) -> None:
-    """What decides a partition report (shared with ``report``)."""
+def add_partition_options(parser: argparse.ArgumentParser, settings: SettingsArgs = SETTINGS) -> None:
+    """What decides a partition report (shared with ``report``): where, the settings, device reports."""
     parser.add_argument("--device", default="local", help="where to measure: local, local?python=PATH or "
                                                           "ssh://user@host[:port][?...] (see the Devices page)")
-    parser.add_argument("--backends", default="htp,gpu", help="comma list of htp, gpu")
-    add_runtime_options(parser)
-    parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                        help="the whole shape of an input whose dimensions have no name (shown as ?), "
-                             "e.g. input=1,576 (repeatable); the sessions get a copy of the model declaring it")
-    parser.add_argument("--optimization-level", choices=("disabled", "basic", "extended", "all"), default="all",
-                        help="ONNX Runtime graph optimizations before partitioning "
-                             "(default all, as a session gets by default)")
+    settings.add_to(parser)
     parser.add_argument("--device-report", action="append", default=[], metavar="FILE",
                         help="support report written by `partition --out` on a device; replaces "
                              "the predicted GPU figures with measured ones")
 
 
-def options_from_args(args: argparse.Namespace) -> PartitionOptions:
-    from dashboard.intake.shapes import parse_shapes
-    from dashboard.cli.common import provider_options
-    from dashboard.partition.analysis import PartitionOptions, parse_assignments
-
-    return PartitionOptions(
-        backends=tuple(args.backends.split(",")),
-        dims=parse_assignments(args.dim, "--dim", integer=True),
-        shapes=parse_shapes(args.shape),
-        fp16=args.fp16,
-        soc=args.soc,
-        provider_options=provider_options(args),
-        optimization_level=args.optimization_level,
-    )
+def options_from_args(args: argparse.Namespace) -> Settings:
+    return SETTINGS.parse(args)
 
 
 def progress(event) -> None:
@@ -78,16 +61,18 @@ def progress(event) -> None:
         print(f"  sending the model: {event.sent / max(event.total, 1):.0%}", file=sys.stderr, flush=True)
 
 
-def analyze_from_args(args: argparse.Namespace, quiet: bool = False) -> PartitionReport:
-    """The report the arguments ask for (bad arguments, files or devices: one ``UserError``)."""
+def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: Settings | None = None
+                      ) -> PartitionReport:
+    """The report the arguments ask for (bad arguments, files or devices: one ``UserError``), under
+    ``settings`` when the caller parsed them already."""
     from dashboard.runtime.client import prespawn_local_worker
 
     if args.device.strip() == "local":
         prespawn_local_worker()
-    from dashboard.partition.analysis import DEFAULT_TIMEOUT, analyze
+    from dashboard.partition.analysis import analyze
     from dashboard.runtime.devices import Device
 
-    options = options_from_args(args)
+    options = settings or options_from_args(args)
     device = Device.parse(args.device)
     devices = []
     for path in args.device_report:
@@ -97,12 +82,15 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False) -> Partitio
             raise UserError(f"{path}: cannot read the device report ({exc.strerror or exc})") from None
         except UnicodeDecodeError:
             raise UserError(f"{path}: not a device report (not UTF-8 text; `partition --out` writes JSON)") from None
-    return analyze(args.model, options, timeout=args.timeout or DEFAULT_TIMEOUT, device_reports=devices,
-                   device=device, on_event=None if quiet else progress)
+    return analyze(args.model, options, device_reports=devices, device=device, on_event=None if quiet else progress)
 
 
 def run(args: argparse.Namespace) -> int:
     report = analyze_from_args(args, quiet=args.json)
+    from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
+    from dashboard.runtime.knobs import CLI
+
+    report = worded(report, CLI)  # hints as this command's user spells them, in the text and the JSON
     data = report.to_json()
     if args.out:
         try:
@@ -124,7 +112,7 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
     lines = [f"{report.model}: {len(report.node_order)} nodes"
              + (f" on {report.device}" if report.device else "") + (" (from cache)" if report.cached else ""),
              "dims: " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "all static")]
-    shapes = report.options.get("shapes") or {}
+    shapes = report.options.shapes
     if shapes:
         lines.append("input shapes: " + ", ".join(f"{k}=[{', '.join(map(str, v))}]" for k, v in shapes.items()))
     for name, backend in report.backends.items():
@@ -143,6 +131,8 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
             lines.append(f"  {'claims' if backend.status == 'measured' else 'would claim'} {claimed}/"
                          f"{len(backend.nodes)} nodes{where}; refuses {len(refused)}"
                          + (f"; {removed} removed by ONNX Runtime before partitioning" if removed else ""))
+            from dashboard.partition.root_causes import text_lines  # the origins of shape failures first
+            lines += text_lines(backend)
             for node, verdict in refused[:limit]:
                 lines.append(f"    {node} [{verdict.op_type}]: {verdict.reason}")
             if len(refused) > limit:

@@ -12,20 +12,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from dashboard.cli.partition import add_partition_options, analyze_from_args, options_from_args
+from dashboard.cli.common import SettingsArgs
+from dashboard.cli.partition import add_partition_options, analyze_from_args
 from dashboard.errors import UserError
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
-from dashboard.partition.analysis import parse_assignments
+from dashboard.runtime.knobs import CLI, worded_error
 from dashboard.runtime.protocol import ProgressEvent
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, TimelineOptions
 from dashboard.timeline.protocol import Status, StrategyStart
 
 
+SETTINGS = SettingsArgs()  # no analysis' timeout: each of the report's analyses has its own unless --timeout
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model")
     parser.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
-    add_partition_options(parser)
+    add_partition_options(parser, SETTINGS)
     parser.add_argument("--strategies", default="fast,migrate",
                         help="timeline strategies to run (default fast,migrate; see `timeline`)")
     parser.add_argument("--requests", type=int, default=20, help="timeline requests per strategy (default 20)")
@@ -53,24 +57,26 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise UserError(f"{args.out}: its folder does not exist")
     graph = load_model(args.model)
-    checked = options_from_args(args)  # bad options or devices: one error line, before anything runs
+    settings = SETTINGS.parse(args)  # bad settings or devices: one error line, before anything runs
     Device.parse(args.device)
     timeline_options = None
     if not args.no_timeline:
-        timeline_options = TimelineOptions(
-            dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
-            provider_options=dict(checked.provider_options),
-            strategies=[s.strip() for s in args.strategies.split(",") if s.strip()], requests=args.requests,
-            rate=args.rate)
+        strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+        try:
+            timeline_options = TimelineOptions.from_settings(settings, strategies=strategies, requests=args.requests,
+                                                             rate=args.rate)
+        except UserError as exc:
+            raise worded_error(exc, CLI) from None
     print("classifying", file=sys.stderr, flush=True)
     classifications = (classify_ep(graph), classify_refined(graph))
-    partition = analyze_from_args(args)
+    partition = analyze_from_args(args, settings=settings)
     timelines, timeline_error = [], None
     if timeline_options is not None:
         print("running the timeline", file=sys.stderr, flush=True)
         try:
             timelines.append(run_on_device(Device.parse(args.device), args.model, timeline_options,
-                                           on_event=_timeline_progress, timeout=args.timeout or DEFAULT_TIMEOUT))
+                                           on_event=_timeline_progress,
+                                           timeout=timeline_options.timeout or DEFAULT_TIMEOUT))
         except (UserError, WorkerError) as exc:  # the model may not run at all: report what was found
             timeline_error = str(exc)
             print(f"warning: the timeline could not run: {timeline_error}", file=sys.stderr, flush=True)

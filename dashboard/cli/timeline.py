@@ -10,23 +10,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dashboard.cli.common import add_runtime_options, provider_options
-from dashboard.partition.analysis import parse_assignments
+from dashboard.cli.common import SettingsArgs
 from dashboard.runtime.devices import Device
+from dashboard.runtime.knobs import KNOB
 from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
-from dashboard.timeline.model import (DEFAULT_TIMEOUT, POLICIES, STRATEGY_TITLES, TimelineOptions, TimelineRun,
-                                      cached_vs_cold, strategy_table)
+from dashboard.timeline.model import (DEFAULT_TIMEOUT, FAST_BACKENDS, POLICIES, STRATEGY_TITLES, TARGET_BACKENDS,
+                                      TimelineOptions, TimelineRun, cached_vs_cold, strategy_table)
 from dashboard.timeline.protocol import Status, StrategyEnd, StrategyStart
 from dashboard.timeline.remote import LiveRun, run_on_device
+
+
+# A timeline's backends are its fast and target roles: every other knob is the partition's.
+SETTINGS = SettingsArgs(keys=tuple(key for key in KNOB if key != "backends"), analysis="timeline")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model")
     parser.add_argument("--device", default="local", help="local, local?python=PATH or ssh://user@host[:port][?...]")
-    parser.add_argument("--fast", choices=("cpu", "gpu"), default=None,
+    parser.add_argument("--fast", choices=FAST_BACKENDS, default=None,
                         help="backend that serves first (default: gpu where it works, else cpu)")
-    parser.add_argument("--target", choices=("htp",), default="htp")
+    parser.add_argument("--target", choices=TARGET_BACKENDS, default="htp")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--rate", type=float, default=20.0, help="requests per second")
     parser.add_argument("--strategies", default="fast,target,cached,migrate,auto")
@@ -35,17 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "than the fast backend on the same warm-up inputs")
     parser.add_argument("--shared-memory", action="store_true",
                         help="bind HTP inputs/outputs in shared memory (seed 001)")
-    add_runtime_options(parser)
+    SETTINGS.add_to(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
 
 def options_from_args(args: argparse.Namespace) -> TimelineOptions:
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    return TimelineOptions(dims=parse_assignments(args.dim, "--dim", integer=True), fp16=args.fp16, soc=args.soc,
-                           provider_options=provider_options(args), fast=args.fast,
-                           target=args.target, strategies=strategies, requests=args.requests, rate=args.rate,
-                           policy=args.policy, shared_memory=args.shared_memory)
+    return SETTINGS.parse(args, TimelineOptions, fast=args.fast, target=args.target, strategies=strategies,
+                          requests=args.requests, rate=args.rate, policy=args.policy, shared_memory=args.shared_memory)
 
 
 class _Progress:

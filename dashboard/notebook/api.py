@@ -23,9 +23,10 @@ from dashboard.intake.overview import io_table
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.partition.analysis import DEFAULT_TIMEOUT as PARTITION_TIMEOUT
-from dashboard.partition.analysis import PartitionOptions, analyze
+from dashboard.partition.analysis import analyze, worded
 from dashboard.partition.report import CLASS_LABELS, PartitionReport
 from dashboard.render import classify_figures, partition_graph, timeline_figures
+from dashboard.runtime.knobs import KEYS, Settings, worded_error
 from dashboard.runtime.protocol import ProgressEvent
 from dashboard.timeline.model import DEFAULT_TIMEOUT as TIMELINE_TIMEOUT
 from dashboard.timeline.model import TimelineOptions, TimelineRun, strategy_table
@@ -74,18 +75,19 @@ class Model:
     def partition(self, *, timeout: float | None = PARTITION_TIMEOUT, use_cache: bool = True, on_event: OnEvent = None,
                   **options) -> "Partitioned":
         """Which nodes the HTP and GPU backends claim, the node classes and both migration plans:
-        ``partition`` of the CLI with the same options (``PartitionOptions`` fields: ``backends``,
-        ``dims``, ``fp16``, ``soc``, ``provider_options``, ``optimization_level`` ...) and the same
-        disk cache."""
-        parsed = _options(PartitionOptions, "partition", options)
-        return Partitioned(analyze(self.path, parsed, timeout=timeout, on_event=on_event, use_cache=use_cache),
-                           self.graph)
+        ``partition`` of the CLI with the same options (``runtime.knobs.Settings`` fields:
+        ``backends``, ``dims``, ``shapes``, ``fp16``, ``soc``, ``provider_options``,
+        ``optimization_level``) and the same disk cache. Hints name settings by these keys."""
+        parsed = _options(Settings, "partition", options)
+        report = analyze(self.path, parsed, timeout=timeout, on_event=on_event, use_cache=use_cache)
+        return Partitioned(worded(report, KEYS), self.graph)
 
     def timeline(self, *, device: str = "local", timeout: float | None = TIMELINE_TIMEOUT, on_event: OnEvent = None,
                  **options) -> "Timeline":
         """Serve one workload with each strategy (``timeline`` of the CLI) on ``device`` (``local``
-        or ``ssh://...``); ``options`` are ``TimelineOptions`` fields (``strategies``, ``requests``,
-        ``rate``, ``fp16``, ``soc``, ``policy`` ...)."""
+        or ``ssh://...``); ``options`` are ``TimelineOptions`` fields: the settings (``fp16``,
+        ``soc``, ``shapes``, ``optimization_level`` ...) and the workload (``strategies``,
+        ``requests``, ``rate``, ``policy`` ...)."""
         from dashboard.runtime.devices import Device
         from dashboard.timeline.remote import run_on_device
 
@@ -94,12 +96,16 @@ class Model:
 
 
 def _options(cls: type, what: str, options: dict):
-    """``cls(**options)``, with a name that is not one of its fields as a one-line ``UserError``."""
+    """``cls(**options)``, with a name that is not one of its fields as a one-line ``UserError``
+    (hints in it name settings by key)."""
     unknown = sorted(set(options) - {f.name for f in fields(cls)})
     if unknown:
         raise UserError(f"unknown {what} option(s) {', '.join(unknown)}; "
                         f"known: {', '.join(f.name for f in fields(cls))}")
-    return cls(**options)
+    try:
+        return cls(**options)
+    except UserError as exc:
+        raise worded_error(exc, KEYS) from None
 
 
 @dataclass

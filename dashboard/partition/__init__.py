@@ -1,7 +1,7 @@
 """Partitions: which nodes each QNN backend claims, their classes and the migration plans.
 
-- ``analysis``: ``analyze`` (the one entry point: worker, cache, device reports) and
-  ``PartitionOptions``;
+- ``analysis``: ``analyze`` (the one entry point: worker, cache, device reports), which takes the
+  settings (``runtime.knobs.Settings``, also named ``PartitionOptions``), and its suggestions;
 - ``measure``: the worker side, one real session per backend mapped back to the model's nodes;
 - ``report``: ``PartitionReport`` and ``BackendReport``, the JSON contract, and the node classes;
 - ``plans``: the intersection and segmented migration plans;

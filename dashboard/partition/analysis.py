@@ -19,84 +19,31 @@ import hashlib
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.reader import load_model
-from dashboard.intake.shapes import check_dims, check_input_shapes, default_dims, resolve_dims, unnamed_dynamic_inputs
+from dashboard.intake.shapes import check_input_shapes, default_dims, resolve_dims, unnamed_dynamic_inputs
 from dashboard.partition import cache
 from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
-from dashboard.runtime import qnn_options
 from dashboard.runtime.client import WorkerGroup
 from dashboard.runtime.config import SessionConfig
+from dashboard.runtime.knobs import TIMEOUTS, Settings, ref
 from dashboard.runtime.protocol import ProgressEvent
-from dashboard.runtime.socs import DEFAULT_SOC, soc_for
-from dashboard.serde import Record
+from dashboard.runtime.socs import DEFAULT_SOC
 
 if TYPE_CHECKING:
     from dashboard.runtime.devices import Device
 
-BACKENDS = ("htp", "gpu")
-DEFAULT_TIMEOUT = 900.0
-OPT_LEVELS = ("all", "extended", "basic", "disabled")  # the order the page offers them
+DEFAULT_TIMEOUT = TIMEOUTS["partition"]
+PartitionOptions = Settings  # what decides a partition report is the settings, nothing more
 
 Events = Callable[[ProgressEvent], None]
-
-
-@dataclass
-class PartitionOptions(Record):
-    """The knobs that decide what QNN claims. ``dims`` are the user's overrides; every other
-    symbolic dimension gets its default (``shapes.default_dims``). ``shapes`` are whole input
-    shapes, for inputs whose dimensions have no name."""
-
-    backends: tuple[str, ...] = BACKENDS
-    dims: dict[str, int] = field(default_factory=dict)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    fp16: bool = False
-    soc: str | None = None
-    provider_options: dict[str, str] = field(default_factory=dict)
-    optimization_level: str = "all"
-
-    def __post_init__(self) -> None:
-        self.backends = tuple(dict.fromkeys(b.strip().lower() for b in self.backends if b.strip()))
-        unknown = [b for b in self.backends if b not in BACKENDS]
-        if unknown or not self.backends:
-            raise UserError(f"unknown backend {', '.join(unknown) or '(none)'}; choose from {', '.join(BACKENDS)}")
-        if self.optimization_level not in OPT_LEVELS:
-            raise UserError(f"unknown optimization level {self.optimization_level!r}; one of {', '.join(OPT_LEVELS)}")
-        check_dims(self.dims)
-        for name, shape in self.shapes.items():
-            check_dims({f"{name}[{i}]": d for i, d in enumerate(shape)})
-            self.shapes[name] = tuple(shape)
-        self.soc = soc_for(self.soc, self.fp16)
-        self.provider_options = {str(k): str(v) for k, v in self.provider_options.items()}
-        qnn_options.check(self.provider_options)
-
-
-def parse_assignments(items: list[str], what: str, integer: bool = False) -> dict:
-    """``["NAME=VALUE", ...]`` from the command line or a text box."""
-    out: dict = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not name or not value:
-            raise UserError(f"{what} {item!r} is not NAME=VALUE")
-        if integer:
-            try:
-                out[name] = int(value)
-            except ValueError:
-                raise UserError(f"{what} {name!r} must be an integer, got {value!r}") from None
-            if out[name] <= 0:
-                raise UserError(f"{what} {name!r} must be positive, got {value}")
-        else:
-            out[name] = value
-    return out
 
 
 # -- cancelling ---------------------------------------------------------------------------------------
@@ -106,56 +53,70 @@ from dashboard.runtime.jobs import CANCEL_GRACE, CANCELLED, Cancellation, Cancel
 
 
 # -- suggestions --------------------------------------------------------------------------------------
-def suggestion_for(error: str, options: PartitionOptions, graph: ModelGraph | None = None) -> str | None:
+def suggestion_for(error: str, options: Settings, graph: ModelGraph | None = None) -> str | None:
     """What went wrong and the next step, in one or two sentences, for the failures a user can act
-    on (None for others: the runtime's message is then all there is). Options are named by their
-    command-line flags; the page names its fields instead (``views.partitions.field_words``)."""
+    on (None for others: the runtime's message is then all there is). Settings are named by key
+    (``knobs.ref``): each front end words them its own way (``knobs.words``)."""
     text = error.lower()
     if "mem_alloc" in text or "memory allocation" in text:
         if not options.fp16:
             return (f"QNN could not fit the float32 graph in HTP memory when finalizing: turn on fp16 precision "
-                    f"(--fp16, SoC {DEFAULT_SOC} by default) - it halves every tensor and weight.")
-        return ("Even in fp16 the graph does not fit in HTP memory: lower the sequence or image dimensions (--dim) "
-                "or split the model into smaller graphs.")
+                    f"({ref('fp16')}, SoC {DEFAULT_SOC} by default) - it halves every tensor and weight.")
+        return ("Even in fp16 the graph does not fit in HTP memory: lower the sequence or image dimensions "
+                f"({ref('dims')}) or split the model into smaller graphs.")
     if "nhwc" in text and "not selected" in text:
         soc = options.soc or "the default SoC"
         return (f"The HTP, compiling for {soc}, refused the nodes ONNX Runtime had converted to NHWC layout for it, "
-                f"so no session can be built with this SoC: choose another SoC (--soc, e.g. {DEFAULT_SOC}), or "
-                "measure on the device itself (--device).")
+                f"so no session can be built with this SoC: choose another SoC ({ref('soc')}, e.g. {DEFAULT_SOC}), "
+                f"or measure on the device itself ({ref('device')}).")
     if "fp16" in text and "soc" in text:
-        return f"HTP fp16 precision needs a SoC: pick one (--soc, e.g. {DEFAULT_SOC})."
+        return f"HTP fp16 precision needs a SoC: pick one ({ref('soc')}, e.g. {DEFAULT_SOC})."
     if "killed by" in text or "died during" in text:
         return ("The runtime crashed natively while building the session; no partial result exists. Try "
-                "optimization level 'basic' or 'disabled' (--optimization-level), smaller dimensions (--dim) or "
-                "another SoC (--soc); if it also crashes on the device, it is an EP bug worth reporting with this "
-                "model.")
+                f"optimization level 'basic' or 'disabled' ({ref('optimization_level')}), smaller dimensions "
+                f"({ref('dims')}) or another SoC ({ref('soc')}); if it also crashes on the device, it is an EP bug "
+                "worth reporting with this model.")
     if "did not finish" in text or "timed out" in text:
-        return ("The runtime did not finish in time: raise the timeout (--timeout), or use smaller dimensions "
-                "(--dim); HTP finalization of large float graphs on the x86_64 HTP simulator can take many "
-                "minutes.")
+        return (f"The runtime did not finish in time: raise the timeout ({ref('timeout')}), or use smaller "
+                f"dimensions ({ref('dims')}); HTP finalization of large float graphs on the x86_64 HTP simulator "
+                "can take many minutes.")
     if "cannot get shape" in text or "dynamic" in text:
         return "QNN needs static shapes: " + _static_shapes_step(options, graph)
     if "initialize" in text and "backend" in text:
         return ("This backend does not initialize on this host (QNN's reason above); its figures are predicted "
-                "where possible, or measured on a device that has it (--device).")
+                f"where possible, or measured on a device that has it ({ref('device')}).")
     return None
 
 
-def _static_shapes_step(options: PartitionOptions, graph: ModelGraph | None) -> str:
+def _static_shapes_step(options: Settings, graph: ModelGraph | None) -> str:
     names = unnamed_dynamic_inputs(graph, options.shapes) if graph is not None else []
     if names:
-        return (f"give the whole shape of each input with unnamed dimensions (--shape NAME=D1,D2,...: "
-                f"{', '.join(names[:4])}) and fix every symbolic dimension (--dim NAME=VALUE).")
-    return "fix every symbolic dimension (--dim NAME=VALUE)."
+        return (f"give the whole shape of each input with unnamed dimensions ({ref('shapes')}: "
+                f"{', '.join(names[:4])}) and fix every symbolic dimension ({ref('dims')}).")
+    return f"fix every symbolic dimension ({ref('dims')})."
+
+
+def worded(report: PartitionReport, style: str) -> PartitionReport:
+    """``report`` with the settings its suggestions, errors and notes name worded for a front end
+    (``knobs.CLI``, ``PAGE`` or ``KEYS``); the report itself keeps them by key (it is cached and
+    read by every front end)."""
+    from dashboard.runtime.knobs import words
+
+    backends = {name: dataclasses.replace(b, suggestion=words(b.suggestion, style), error=words(b.error, style),
+                                          root_causes=[dataclasses.replace(c, fix=words(c.fix, style))
+                                                       for c in b.root_causes])
+                for name, b in report.backends.items()}
+    return dataclasses.replace(report, backends=backends, notes=[words(n, style) for n in report.notes])
 
 
 # -- the analysis -------------------------------------------------------------------------------------
-def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = None, *,
-            timeout: float | None = DEFAULT_TIMEOUT, on_event: Events | None = None,
+def analyze(model_path: str | os.PathLike, options: Settings | None = None, *,
+            timeout: float | None = None, on_event: Events | None = None,
             device_reports: list[tuple[str, str]] = (), use_cache: bool = True, digest: str | None = None,
             device: Device | None = None, cancel: Cancellation | None = None) -> PartitionReport:
     """The partition report of ``model_path`` under ``options``, measured on ``device`` (this
-    machine when None).
+    machine when None). The worker gets ``timeout`` seconds, else the settings' timeout, else
+    ``DEFAULT_TIMEOUT``.
 
     ``device_reports``: (label, JSON text) of reports written with ``partition --out`` on a
     device; their measured backends replace any backend not measured here. ``digest`` skips
@@ -167,7 +128,8 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     from dashboard.runtime.devices import Device
 
     started = time.perf_counter()
-    options = options or PartitionOptions()
+    options = options or Settings()
+    timeout = timeout or options.timeout or DEFAULT_TIMEOUT
     device = device or Device.parse("local")
     cancel = cancel or Cancellation()
     emit = on_event or (lambda event: None)
@@ -184,7 +146,7 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
 
     known = digest or cache.remembered_digest(path)
     if known and use_cache and (cached := cache.read(key(known))):
-        cached.cached = True
+        cached.cached, cached.options = True, options
         cached.elapsed_s = round(time.perf_counter() - started, 4)
         emit(Stage("answered from the cache", 1.0))
         return cached
@@ -193,8 +155,7 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     devices = _device_backends(device_reports, known, graph) if device_reports else {}
     emit(Stage(f"starting the runtime worker on {device.label}", 0.0))
     digest_thread = _Digest(path, known)
-    config = SessionConfig(backend="htp", dims=dims, fp16=options.fp16, soc=options.soc,
-                           provider_options=options.provider_options, optimization_level=options.optimization_level)
+    config = SessionConfig.of(options, "htp", dims=dims)
     result, crash = _run_worker(device, path, known, PartitionArgs("", config, list(options.backends),
                                                                    dict(options.shapes)), timeout, emit, cancel)
     digest = digest_thread.get()
@@ -214,7 +175,7 @@ def analyze(model_path: str | os.PathLike, options: PartitionOptions | None = No
     if result:
         notes += _measurement_notes(result, options)
     report = PartitionReport(
-        model=path, digest=digest, options=options.to_json(), backends=backends, classes=classes, plans=plans,
+        model=path, digest=digest, options=options, backends=backends, classes=classes, plans=plans,
         node_order=order, op_types={n.name: n.qualified_op for n in graph.nodes},
         shapes=shapes, shape_source=result.shape_source if result else "", dims=dims, notes=notes,
         device=device.label, elapsed_s=round(time.perf_counter() - started, 3))
@@ -249,16 +210,16 @@ def _device_backends(device_reports, digest: str, graph: ModelGraph) -> dict[str
     return out
 
 
-def _notes(graph: ModelGraph, options: PartitionOptions, dims: dict[str, int]) -> list[str]:
+def _notes(graph: ModelGraph, options: Settings, dims: dict[str, int]) -> list[str]:
     notes = []
     defaults = default_dims(graph)
     guessed = [name for name, d in defaults.items() if d.guessed and name not in options.dims]
     if guessed:
-        notes.append(f"no rule for dimension(s) {', '.join(guessed)}: set to 1, override with --dim")
+        notes.append(f"no rule for dimension(s) {', '.join(guessed)}: set to 1, override with {ref('dims')}")
     unnamed = unnamed_dynamic_inputs(graph, options.shapes)
     if unnamed:
         notes.append(f"inputs with unnamed dynamic dimensions, not fixed: {', '.join(unnamed[:5])}; give their "
-                     "whole shape with --shape NAME=D1,D2,...")
+                     f"whole shape with {ref('shapes')}")
     for name, shape in options.shapes.items():
         notes.append(f"input {name} analysed with shape [{', '.join(map(str, shape))}] (a copy of the model declares "
                      "it; the file is unchanged)")
@@ -267,7 +228,7 @@ def _notes(graph: ModelGraph, options: PartitionOptions, dims: dict[str, int]) -
     return notes
 
 
-def _measurement_notes(result: PartitionResult, options: PartitionOptions) -> list[str]:
+def _measurement_notes(result: PartitionResult, options: Settings) -> list[str]:
     notes = []
     if options.optimization_level != "disabled":
         notes.append(f"measured at optimization level '{options.optimization_level}': ONNX Runtime's level-1 "
@@ -316,7 +277,7 @@ def _run_worker(device: Device, path: str, digest: str | None, args: PartitionAr
     return answer.result, None if answer.failure is None else str(answer.failure)
 
 
-def _backend_reports(result: PartitionResult | None, crash: str | None, options: PartitionOptions,
+def _backend_reports(result: PartitionResult | None, crash: str | None, options: Settings,
                      graph: ModelGraph) -> dict[str, BackendReport]:
     out = {}
     for backend in options.backends:
@@ -328,7 +289,13 @@ def _backend_reports(result: PartitionResult | None, crash: str | None, options:
             report.suggestion = suggestion_for(report.error, options, graph)
         elif report.status in (MEASURED, PREDICTED):
             shapeless = sum(1 for n in report.nodes.values() if n.reason and "Cannot get shape" in n.reason)
-            if shapeless:
+            if shapeless and report.root_causes:  # sizes born inside the graph: no setting fixes those
+                origins = ", ".join(f"{c.node} [{c.op_type}]" for c in report.root_causes[:3])
+                report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes, {report.shape_failures} "
+                                     f"of them because of {len(report.root_causes)} root cause(s) ({origins}"
+                                     f"{', ...' if len(report.root_causes) > 3 else ''}): fix those first, "
+                                     "as each root cause's fix says")
+            elif shapeless:
                 report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes: "
                                      + _static_shapes_step(options, graph))
         out[backend] = report

@@ -36,6 +36,7 @@ from typing import TypeVar
 from dashboard import platform
 from dashboard.intake.digest import file_digest
 from dashboard.partition.report import SCHEMA, PartitionReport
+from dashboard.runtime.knobs import Settings
 from dashboard.serde import Record, SchemaError, loads
 
 # The packages whose code decides a report: the analysis, the reader and shapes it builds on, and
@@ -97,9 +98,10 @@ def code_stamp() -> str:
     return digest.hexdigest()
 
 
-def cache_key(digest: str, options: Record, device_digests: list[str], worker: str) -> str:
-    """The entry of a report of the model ``digest`` under ``options`` (the analysis's options record)."""
-    blob = json.dumps({"schema": SCHEMA, "digest": digest, "options": options.to_json(), "devices": device_digests,
+def cache_key(digest: str, options: Settings, device_digests: list[str], worker: str) -> str:
+    """The entry of a report of the model ``digest`` under ``options``: the settings that decide
+    the result (``Settings.result_json``: not the timeout, which only decides whether it comes)."""
+    blob = json.dumps({"schema": SCHEMA, "digest": digest, "options": options.result_json(), "devices": device_digests,
                        "runtime": runtime_stamp(), "code": code_stamp(), "worker": worker}, sort_keys=True)
     return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
 

@@ -14,6 +14,10 @@ model's own node names:
   kept under its own name, ``fused`` into a node ORT created (found by name prefix, else by the
   tensor that node now produces), or ``removed`` (folded into a constant or eliminated: it runs on
   no backend). The measurement therefore uses the configured optimization level and says so.
+- That reference is a CPU-only session, and the two sessions do not rewrite alike (a CPU session
+  decomposes HardSwish into HardSigmoid + Mul; the QNN EP takes the HardSwish whole). So the EP's
+  word comes first: a model node its session reports under its own name (claimed, left on the CPU
+  EP, or refused) gets that verdict, and the reference only explains the nodes it never named.
 - The layout transformation of NHWC backends renames claimed nodes (``conv0`` -> ``conv0_token_1``)
   and inserts Transposes; the suffix is stripped, and nodes that are not model nodes are counted as
   ``added_nodes``.
@@ -165,14 +169,36 @@ class Measurement:
     cpu_nodes: set[str]
     added: list[dict]
     qnn_subgraphs: int
+    graph: OptGraph | None = None  # the names looked up (``reportable``); None: the optimized graph alone
+
+    @property
+    def reported(self) -> set[str]:
+        """Nodes the session named: claimed, left on the CPU EP, or refused with a reason."""
+        return self.claimed | self.cpu_nodes | set(self.reasons)
+
+
+def reportable(opt: OptGraph, model: ModelGraph | None) -> OptGraph:
+    """The names the EP's session can report: the reference graph's nodes, and the user's own
+    nodes that the reference rewrote. The two sessions do not rewrite alike: a CPU-only session
+    decomposes HardSwish into HardSigmoid + Mul, while the QNN EP claims the HardSwish whole before
+    that happens and reports it under its own name. A model node the EP reports is therefore
+    looked up as itself, never through what the CPU path made of it."""
+    if model is None:
+        return opt
+    nodes = dict(opt.nodes)
+    for n in model.nodes:
+        nodes.setdefault(n.name, OptNode(n.name, n.op_type, n.domain, n.inputs, n.outputs, n.attributes, n.subgraphs))
+    return OptGraph(nodes, opt.initializers)
 
 
 def measure(opt: OptGraph, assignment: list[tuple[str, list[tuple[str, str]]]] | None,
-            trace: dict | None) -> Measurement:
-    """Fold the session's assignment info and the EP's op trace onto the optimized graph
-    (``assignment`` None: QNN claimed nothing, every node ran on the CPU EP)."""
+            trace: dict | None, model: ModelGraph | None = None) -> Measurement:
+    """Fold the session's assignment info and the EP's op trace onto the optimized graph and, for
+    the names it does not hold, onto the ``model``'s own nodes (``reportable``). ``assignment``
+    None: QNN claimed nothing, every node of the optimized graph ran on the CPU EP."""
     if assignment is None:
         assignment = [("CPUExecutionProvider", [(n.name, n.op_type) for n in opt.nodes.values()])]
+    opt = reportable(opt, model)
     claimed, cpu_nodes, added = set(), set(), {}
     subgraphs = 0
     for ep_name, nodes in assignment:
@@ -209,12 +235,14 @@ def measure(opt: OptGraph, assignment: list[tuple[str, list[tuple[str, str]]]] |
                     if label not in ops:
                         ops.append(label)
     return Measurement(claimed, reasons, qnn_ops, cpu_nodes, sorted(added.values(), key=lambda a: -a["count"]),
-                       subgraphs)
+                       subgraphs, opt)
 
 
 def opt_verdicts(opt: OptGraph, m: Measurement) -> dict[str, NodeSupport]:
+    """Verdicts per node the session could name (``m.graph``: the optimized graph and the model
+    nodes it rewrote)."""
     out = {}
-    for name, node in opt.nodes.items():
+    for name, node in (m.graph or opt).nodes.items():
         if name in m.claimed:
             out[name] = NodeSupport(node.op_type, True, None, " + ".join(m.qnn_ops.get(name, [])) or None, CLAIMED)
         elif name in m.reasons or name in m.cpu_nodes:
@@ -234,11 +262,16 @@ REMOVED_REASON = ("folded into a constant or eliminated by ONNX Runtime's optimi
 
 
 def model_verdicts(graph: ModelGraph, placement: dict[str, Placement],
-                   verdicts: dict[str, NodeSupport]) -> dict[str, NodeSupport]:
-    """Verdicts per model node from verdicts per optimized-graph node."""
+                   verdicts: dict[str, NodeSupport], reported: set[str] = frozenset()) -> dict[str, NodeSupport]:
+    """Verdicts per model node from verdicts per optimized-graph node. A node the session
+    ``reported`` under its own name gets the verdict the EP gave it, whatever the reference
+    graph made of it (the EP's graph is the truth; the reference only explains nodes the EP
+    never saw as themselves)."""
     out = {}
     for node in graph.nodes:
         place = placement[node.name]
+        if node.name in reported and node.name in verdicts:
+            place = Placement("same", node.name)
         if place.kind == "removed":
             out[node.name] = NodeSupport(node.op_type, False, REMOVED_REASON, None, REMOVED)
             continue
@@ -451,6 +484,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
+    from dashboard.partition.root_causes import attach as attach_root_causes
     from dashboard.runtime.qnn import register, versions
 
     started = time.perf_counter()
@@ -479,10 +513,14 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
         if runtime_graph.shapes is None:  # optimizations disabled: the EPs get the model's own graph
             runtime_graph = RuntimeGraph(runtime_graph.opt, shapes, scalar_constants(prepared.structure))
         placement = place_model_nodes(prepared.graph, runtime_graph.opt)
+        merged = _merged_shapes(shapes, runtime_graph.shapes)
         reports = _reports(prepared, runtime_graph, placement, raw, versions(), emit)
+        for report in reports.values():
+            if report.nodes:
+                attach_root_causes(report, prepared.graph, merged)
         emit(Stage("done", 1.0))
         return PartitionResult(
-            backends={b: reports[b] for b in backends}, shapes=_merged_shapes(shapes, runtime_graph.shapes),
+            backends={b: reports[b] for b in backends}, shapes=merged,
             shape_source=shape_source, placement={name: (p.kind, p.target) for name, p in placement.items()},
             optimized_nodes=len(runtime_graph.opt.nodes), renamed_nodes=prepared.renamed, runtime=versions(),
             seconds=round(time.perf_counter() - started, 3))
@@ -534,10 +572,10 @@ def _reports(prepared: Prepared, runtime_graph: RuntimeGraph, placement: dict[st
         where = {**runtime, "hardware": hardware(backend)}
         if isinstance(outcome, tuple):
             assignment, trace, seconds = outcome
-            m = measure(opt, assignment, trace)
+            m = measure(opt, assignment, trace, prepared.graph)
             reports[backend] = BackendReport(
                 backend, MEASURED, runtime=where,
-                nodes=model_verdicts(prepared.graph, placement, opt_verdicts(opt, m)),
+                nodes=model_verdicts(prepared.graph, placement, opt_verdicts(opt, m), m.reported),
                 qnn_subgraphs=m.qnn_subgraphs, added_nodes=m.added,
                 source=f"measured on {HARDWARE_WORDS.get(where['hardware'], 'the hardware of')} {platform.node()} "
                        f"with onnxruntime-qnn {runtime.get('onnxruntime_qnn')} (QNN SDK {runtime.get('qnn_sdk')})",

@@ -4,7 +4,7 @@ These plain dataclasses are the JSON contract of ``python -m dashboard partition
 item 8), the on-disk cache, and a device report (a file written with ``--out`` on a Snapdragon
 device that replaces predicted figures with measured ones)::
 
-    {"model": str, "digest": str, "options": {...},
+    {"model": str, "digest": str, "options": Settings (runtime.knobs: backends, fp16, soc, ...),
      "backends": {"htp": BackendReport, "gpu": BackendReport},
      "classes": {"both": [names], "gpu_only": [...], "htp_only": [...], "neither": [...],
                  "removed": [...]},
@@ -12,8 +12,10 @@ device that replaces predicted figures with measured ones)::
 
 A ``BackendReport`` is ``{"status": "measured" | "predicted" | "failed", "error": str | null,
 "runtime": {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}, "nodes": {NODE: NodeSupport},
-"qnn_subgraphs": int, ...}`` and a ``NodeSupport`` is ``{"op_type", "supported": bool, "reason":
-str | null, "qnn_op": str | null, "status": ...}``. Node names are the model's own (unnamed nodes
+"qnn_subgraphs": int, "root_causes": [RootCause], "shape_failures": int, ...}`` (the origins of a
+shape-driven fallback apart from the nodes they make fail: ``partition.root_causes``) and a
+``NodeSupport`` is ``{"op_type", "supported": bool, "reason": str | null, "qnn_op": str | null,
+"status": ...}``. Node names are the model's own (unnamed nodes
 get the stable ``<op_type>#<index>`` names of ``model_io.stable_node_names``).
 
 Node ``status`` says how the verdict was reached:
@@ -36,6 +38,7 @@ from typing import Literal
 from dashboard.errors import UserError
 from dashboard.intake.shapes import TensorShape
 from dashboard.partition.plans import Plan
+from dashboard.runtime.knobs import Settings
 from dashboard.serde import Record, SchemaError, loads
 
 SCHEMA = "qnn-backend-lab/partition-report/1"
@@ -70,6 +73,20 @@ class NodeSupport(Record):
 
 
 @dataclass
+class RootCause(Record):
+    """One origin of unknown shapes and what its refusal costs downstream (``partition.root_causes``:
+    a NonZero or data-dependent Range whose output size is known only at run time)."""
+
+    node: str  # the model node (or graph input) where the dynamic size is born
+    op_type: str  # its op type, or "(graph input)"
+    supported: bool  # whether the backend itself took the origin
+    reason: str | None  # the backend's reason for refusing it (None: it took it, or an input)
+    downstream: int  # refused nodes that fail for an unknown shape because of it
+    examples: list[str] = field(default_factory=list)  # a few of them, in model order
+    fix: str = ""
+
+
+@dataclass
 class BackendReport(Record):
     """What one QNN backend claims of the model, measured on a real EP or predicted."""
 
@@ -83,6 +100,9 @@ class BackendReport(Record):
     added_nodes: list[dict] = field(default_factory=list)  # ORT/EP-inserted nodes (layout Transposes ...)
     source: str = ""  # where the figures come from: host + runtime, rule table, device report file
     seconds: float | None = None
+    # Shape-driven fallback, origins apart from the nodes they make fail ("Cannot get shape"):
+    root_causes: list[RootCause] = field(default_factory=list)
+    shape_failures: int = 0  # refused nodes traced to one of the root causes (the origins excluded)
 
     @property
     def usable(self) -> bool:
@@ -176,7 +196,7 @@ class PartitionReport(Record):
 
     model: str
     digest: str
-    options: dict
+    options: Settings
     backends: dict[str, BackendReport]
     classes: NodeClasses
     plans: dict[str, Plan]

@@ -144,12 +144,18 @@ def _signals(result: Classification) -> str:
 
 # -- partitions --------------------------------------------------------------------------------------
 def _partition(report: PartitionReport) -> str:
+    """A partition report's section; the settings its hints name are worded as the pages' fields
+    (the document is the dashboard's, whichever front end wrote it)."""
+    from dashboard.partition.analysis import worded
+    from dashboard.runtime.knobs import PAGE
+
+    report = worded(report, PAGE)
     options = report.options
-    knobs = [f"device {report.device or 'local'}", f"fp16 {'on' if options.get('fp16') else 'off'}",
-             f"SoC {options.get('soc') or '—'}", f"optimization level {options.get('optimization_level')}",
+    knobs = [f"device {report.device or 'local'}", f"fp16 {'on' if options.fp16 else 'off'}",
+             f"SoC {options.soc or '—'}", f"optimization level {options.optimization_level}",
              "dims " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "none")]
-    if options.get("shapes"):
-        knobs.append("input shapes " + ", ".join(f"{k}={list(v)}" for k, v in options["shapes"].items()))
+    if options.shapes:
+        knobs.append("input shapes " + ", ".join(f"{k}={list(v)}" for k, v in options.shapes.items()))
     out = [f"<h3>{esc(' · '.join(knobs))}</h3>", "<div class='cards'>"]
     out += [_backend_card(name, backend) for name, backend in report.backends.items()]
     out.append("</div>")

@@ -1,6 +1,9 @@
 """The runtime: onnxruntime-qnn, and the worker processes that hold it.
 
-- ``config``: ``SessionConfig``, how a session is built, as data (no onnxruntime import);
+- ``knobs``: ``Settings``, the settings every analysis takes, and their table (flags, labels,
+  help, choices) the CLI and the pages are generated from; hints name settings by key;
+- ``config``: ``SessionConfig``, how a session is built, as data (no onnxruntime import), built per
+  backend from ``Settings``;
 - ``qnn``: the only module that imports ``onnxruntime_qnn`` (``create_session``,
   probes, shared-memory binding). Imported by worker processes, and by ``dashboard.timeline.api``
   in the caller's own process; never by the dashboard;
@@ -19,7 +22,7 @@
 from dashboard.lazy import exports
 
 __getattr__, __dir__ = exports(__name__, {
-    "SessionConfig": "config", "create_session": "qnn", "WorkerClient": "client", "WorkerError": "client",
+    "Settings": "knobs", "SessionConfig": "config", "create_session": "qnn", "WorkerClient": "client", "WorkerError": "client",
     "Device": "devices", "SOCS": "socs", "resolve_soc": "socs",
 })
 __all__ = __dir__()

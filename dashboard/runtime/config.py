@@ -2,7 +2,8 @@
 
 Kept apart from ``runtime.qnn`` (which imports onnxruntime) so the dashboard, the CLI and the
 worker protocol can build, validate and send a configuration without loading the runtime; only
-the worker turns it into a session.
+the worker turns it into a session. An analysis builds one per backend from the user's
+``knobs.Settings`` (``SessionConfig.of``); the checks and constants are the settings' own.
 """
 
 from __future__ import annotations
@@ -11,13 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from dashboard.errors import UserError
-from dashboard.intake.shapes import check_dims
-from dashboard.runtime import qnn_options
+from dashboard.runtime import knobs, qnn_options
 from dashboard.runtime.socs import resolve_soc
 from dashboard.serde import Record
-
-BACKENDS = ("htp", "gpu", "cpu")  # "cpu" = ONNX Runtime's own CPU EP, not a QNN backend
-OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 
 
 @dataclass
@@ -35,13 +32,23 @@ class SessionConfig(Record):
     intra_op_threads: int = 0
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise UserError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.optimization_level not in OPTIMIZATION_LEVELS:
-            raise UserError(f"unknown optimization level {self.optimization_level!r}; "
-                            f"one of {', '.join(OPTIMIZATION_LEVELS)}")
+        from dashboard.intake.shapes import check_dims
+
+        knobs.check_session_backend(self.backend)
+        knobs.check_optimization_level(self.optimization_level)
         check_dims(self.dims)
         qnn_options.check(self.provider_options)
+
+    @classmethod
+    def of(cls, settings: knobs.Settings, backend: str, *, dims: dict[str, int] | None = None,
+           qnn: bool = True) -> "SessionConfig":
+        """The session ``settings`` ask for on ``backend``. ``dims``: the resolved dimensions
+        (every symbolic one fixed) instead of the user's overrides; ``qnn=False`` leaves out fp16,
+        the SoC and the provider options (a timeline's fast backend: they are for the HTP)."""
+        return cls(backend=backend, dims=dict(settings.dims if dims is None else dims),
+                   optimization_level=settings.optimization_level,
+                   **(dict(fp16=settings.fp16, soc=settings.soc, provider_options=dict(settings.provider_options))
+                      if qnn else {}))
 
     def replace(self, **changes) -> "SessionConfig":
         """A copy with ``changes`` (validated like any construction)."""
@@ -60,9 +67,10 @@ class SessionConfig(Record):
             if "soc_model" not in options and "soc_model" not in self.provider_options:
                 if soc is not None:
                     raise UserError(f"HTP fp16 precision needs a soc_model and none is published for {soc.name}: "
-                                    "pass the one your QNN SDK documents with --option soc_model=N")
+                                    "set the one your QNN SDK documents as provider option soc_model=N "
+                                    f"({knobs.ref('provider_options')})")
                 raise UserError("HTP fp16 precision needs a SoC (the runtime refuses "
-                                "enable_htp_fp16_precision without soc_model): pick one with --soc")
+                                f"enable_htp_fp16_precision without soc_model): pick one ({knobs.ref('soc')})")
             options["enable_htp_fp16_precision"] = "1"
         options.update({k: str(v) for k, v in self.provider_options.items()})
         return options

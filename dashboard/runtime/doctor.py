@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from dashboard.platform import processor_name
+from dashboard.runtime.knobs import SESSION_BACKENDS
 from dashboard.runtime.protocol import DoctorCheck, DoctorReport, NoArgs
 from dashboard.runtime.socs import Soc, identify_soc
 
@@ -91,7 +92,7 @@ def _wheel() -> tuple[Path | None, str | None]:
 
 
 # -- the checks -----------------------------------------------------------------------------------------
-ALL = ["htp", "gpu", "cpu"]
+ALL = list(SESSION_BACKENDS)
 
 
 def check(name: str, title: str, ok: bool | None, detail: str, fix: str, backends: list[str]) -> DoctorCheck:

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Iterable
 
 from dashboard.errors import UserError
-from dashboard.intake.shapes import check_dims
-from dashboard.runtime import qnn_options
-from dashboard.runtime.socs import soc_for
+from dashboard.runtime.knobs import SESSION_BACKENDS, TIMEOUTS, Settings
 from dashboard.serde import Record
 
 STRATEGIES = ("fast", "target", "cached", "migrate", "auto")
@@ -48,28 +46,25 @@ POST_SWAP_WINDOW = 3
 
 
 POLICIES = ("always", "if_faster")
-FAST_BACKENDS = ("cpu", "gpu")
+FAST_BACKENDS = tuple(b for b in SESSION_BACKENDS if b != "htp")  # what serves while the HTP compiles
 TARGET_BACKENDS = ("htp",)
 # Output agreement between backends: |a - b| <= atol + rtol * |b| (HTP computes in reduced
 # precision even without fp16; on the bundled samples the worst case measured was 0.023 on
 # values near 5, i.e. 0.5 %).
 DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
-# A run's worker is stopped after this long unless told otherwise (a hung QNN compile must not
-# hang the page or a pipeline).
-DEFAULT_TIMEOUT = 1800.0
+# A run's worker is stopped after this long unless told otherwise (``TimelineOptions.timeout``).
+DEFAULT_TIMEOUT = TIMEOUTS["timeline"]
 
 
 @dataclass
-class TimelineOptions(Record):
-    """What a timeline run needs besides the model: session knobs (as on the partitions page),
-    backends, the strategies to compare and the workload. JSON crosses the worker protocol; the
-    same validation runs on both sides, so bad input fails before any process starts."""
+class TimelineOptions(Settings):
+    """What a timeline run needs besides the model: the settings (``runtime.knobs.Settings``, as on
+    the partitions page; ``backends`` is the partition's: a timeline's backends are its fast and
+    target roles), the strategies to compare and the workload. JSON crosses the worker protocol;
+    the same validation runs on both sides, so bad input fails before any process starts. Built
+    from settings with ``TimelineOptions.from_settings(settings, requests=..., ...)``."""
 
-    dims: dict[str, int] = field(default_factory=dict)
-    fp16: bool = False
-    soc: str | None = None
-    provider_options: dict[str, str] = field(default_factory=dict)
     fast: str | None = None  # None: the device's QNN GPU where it initializes, else the CPU EP
     target: str = "htp"
     strategies: list[str] = field(default_factory=lambda: list(STRATEGIES))
@@ -85,6 +80,7 @@ class TimelineOptions(Record):
     qnn_profiling: bool = True  # QNN basic profiling gives the finalize phase of the Gantt
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         unknown = [s for s in self.strategies if s not in STRATEGIES]
         if unknown or not self.strategies:
             raise UserError(f"unknown strategy {', '.join(unknown) or '(none given)'}; "
@@ -97,20 +93,16 @@ class TimelineOptions(Record):
         if self.policy not in POLICIES:
             raise UserError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if not isinstance(self.requests, int) or not 1 <= self.requests <= 100_000:
-            raise UserError(f"--requests must be between 1 and 100000, got {self.requests!r}")
+            raise UserError(f"requests per strategy must be between 1 and 100000, got {self.requests!r}")
         if not (isinstance(self.rate, (int, float)) and 0 < self.rate <= 10_000):
-            raise UserError(f"--rate must be a positive number of requests per second (at most 10000), "
+            raise UserError(f"the rate must be a positive number of requests per second (at most 10000), "
                             f"got {self.rate!r}")
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 64:
             raise UserError(f"concurrency must be between 1 and 64, got {self.concurrency!r}")
         if not isinstance(self.warmup_runs, int) or not 1 <= self.warmup_runs <= 100:
             raise UserError(f"warm-up runs must be between 1 and 100, got {self.warmup_runs!r}")
-        check_dims(self.dims)
-        qnn_options.check(self.provider_options)
-        self.soc = soc_for(self.soc, self.fp16)
         if self.atol < 0 or self.rtol < 0:
             raise UserError("output tolerances must not be negative")
-
 
 
 @dataclass

@@ -38,12 +38,13 @@ from dashboard.classify.ep_rules import classify_ep
 from dashboard.errors import UserError, one_line
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
-from dashboard.intake.shapes import resolve_dims
+from dashboard.intake.shapes import check_input_shapes, resolve_dims, rewritten_model
 from dashboard.runtime import scratch
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.protocol import ProgressEvent
-from dashboard.runtime.qnn import (SessionHandle, create_session, hardware, probe_backend, random_inputs, register,
-                                   shared_memory_info, shared_memory_status, soc_info, versions)
+from dashboard.runtime.qnn import (EXTERNAL_DATA_FOLDER, SessionHandle, create_session, hardware, probe_backend,
+                                   random_inputs, register, shared_memory_info, shared_memory_status, soc_info,
+                                   versions)
 from dashboard.timeline.migration import EventLog, Migration, SessionFailed, Slot, median_latency, open_slot, warm
 from dashboard.timeline.model import Request, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.protocol import (Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
@@ -176,6 +177,7 @@ class Runner:
         self.scratch = scratch
         self.lock = threading.Lock()
         self.dims = dict(options.dims)
+        self.session_model: str | bytes = model  # a copy declaring the user's input shapes, if any (``_fix_shapes``)
         self.fast: dict = {}
         self.inputs: list[dict[str, np.ndarray]] = []
         self.reference: list[list[np.ndarray]] = []
@@ -209,7 +211,7 @@ class Runner:
         start = time.perf_counter()
         self._status("priming the runtime (QNN libraries, reference outputs)")
         register()
-        self._fill_dims()
+        self._fix_shapes()
         gpu = probe_backend("gpu") if self.options.fast != "gpu" else None
         if self.options.fast == "gpu":
             self.fast = {"backend": "gpu", "label": BACKEND_LABELS["gpu"], "reason": "chosen"}
@@ -220,7 +222,7 @@ class Runner:
             reason = "chosen" if self.options.fast == "cpu" else f"the QNN GPU does not initialize here: {gpu.error}"
             self.fast = {"backend": "cpu", "label": label, "reason": reason}
         target_probe = probe_backend(self.options.target)
-        reference = create_session(self.model, SessionConfig(backend="cpu", dims=self.dims))
+        reference = create_session(self.session_model, self._with_data(self._config("cpu")[0]))
         self.inputs = self._load_inputs(reference)
         self.reference = [reference.session.run(None, feeds) for feeds in self.inputs]
         if self.options.shared_memory:
@@ -232,10 +234,25 @@ class Runner:
         return {"seconds": round(time.perf_counter() - start, 3),
                 "target_probe": {"ok": target_probe.ok, "error": target_probe.error}}
 
-    def _fill_dims(self) -> None:
+    def _fix_shapes(self) -> None:
         """QNN needs static shapes: symbolic dimensions the user left open get the partitions
-        page's defaults (``shapes.resolve_dims``)."""
-        self.dims = resolve_dims(load_model(self.model), self.options.dims)
+        page's defaults (``shapes.resolve_dims``), and inputs whose dimensions have no name get
+        the user's whole shapes, declared in a copy of the model every session of the run reads
+        (``shapes.rewritten_model``, as the partition analysis does; external weights are read from
+        the model's folder)."""
+        graph = load_model(self.model)
+        self.dims = resolve_dims(graph, self.options.dims)
+        check_input_shapes(graph, self.options.shapes, self.dims)
+        if self.options.shapes:
+            self.session_model = rewritten_model(self.model, self.options.shapes)
+
+    def _with_data(self, config: SessionConfig, model: str | bytes | None = None) -> SessionConfig:
+        """``config`` for a session of ``model`` (the run's model by default): one given as bytes
+        finds its external weights in the original model's folder."""
+        if not isinstance(self.session_model if model is None else model, bytes):
+            return config
+        folder = str(Path(self.model).resolve().parent)
+        return config.replace(session_config={**config.session_config, EXTERNAL_DATA_FOLDER: folder})
 
     def _load_inputs(self, reference: SessionHandle) -> list[dict[str, np.ndarray]]:
         session = reference.session
@@ -257,11 +274,11 @@ class Runner:
     # -- strategies ------------------------------------------------------------------------------
     def _strategy_fast(self) -> StrategyRun:
         return self._single(self._recorder("fast", {"fast": self.fast["backend"]}), self.fast["backend"],
-                            self.model, warm_up=False)
+                            self.session_model, warm_up=False)
 
     def _strategy_target(self) -> StrategyRun:
         target = self.options.target
-        return self._single(self._recorder("target", {"target": target}), target, self.model, warm_up=True)
+        return self._single(self._recorder("target", {"target": target}), target, self.session_model, warm_up=True)
 
     def _strategy_cached(self) -> StrategyRun:
         self._status("building / finding the EPContext model")
@@ -288,7 +305,7 @@ class Runner:
             detail += f"; served by the {self.fast['label']}"
         rec.run.backends = {"auto": backend}
         rec.event("auto_choice", backend, detail)
-        return self._single(rec, backend, self.model, warm_up=backend == self.options.target)
+        return self._single(rec, backend, self.session_model, warm_up=backend == self.options.target)
 
     def _strategy_migrate(self) -> StrategyRun:
         fast_backend, target = self.fast["backend"], self.options.target
@@ -296,7 +313,7 @@ class Runner:
         server = Server(rec, self.options, self.inputs).start()
         migration = server.migration
         try:
-            migration.serve(self._open(rec, fast_backend, self.model, "fast"))
+            migration.serve(self._open(rec, fast_backend, self.session_model, "fast"))
         except SessionFailed:
             pass  # recorded as session_failed; the target may still serve
         background = threading.Thread(target=self._migrate_in_background, args=(rec, server), daemon=True)
@@ -316,7 +333,7 @@ class Runner:
         if server.current is not None:
             server.first_answer.wait(FIRST_ANSWER_WAIT_S)
         target = self.options.target
-        server.migration.run(target, lambda: self._open(rec, target, self.model, "target"))
+        server.migration.run(target, lambda: self._open(rec, target, self.session_model, "target"))
 
     # -- building blocks -----------------------------------------------------------------------------
     def _recorder(self, name: str, backends: dict[str, str]) -> Recorder:
@@ -351,11 +368,13 @@ class Runner:
         return rec.run
 
     def _config(self, backend: str) -> tuple[SessionConfig, Path | None]:
-        """Session options per backend. The fast backend gets the shapes only (the user's QNN
-        options are for the target); the target gets everything, plus QNN basic profiling
-        (the finalize time of the Gantt) and the shared-memory allocator when requested."""
+        """Session options per backend, from the run's settings (``SessionConfig.of``). Every
+        session gets the dimensions and the optimization level (they decide the graph); the fast
+        backend nothing more (the user's QNN options are for the target); the target everything,
+        plus QNN basic profiling (the finalize time of the Gantt) and the shared-memory allocator
+        when requested."""
         if backend != self.options.target:
-            return SessionConfig(backend=backend, dims=self.dims), None
+            return SessionConfig.of(self.options, backend, dims=self.dims, qnn=False), None
         provider = dict(self.options.provider_options)
         profile = None
         if self.options.qnn_profiling and "profiling_level" not in provider:
@@ -364,14 +383,14 @@ class Runner:
             provider.update({"profiling_level": "basic", "profiling_file_path": str(profile)})
         if self.shared.get("available"):
             provider["enable_htp_shared_memory_allocator"] = "1"
-        config = SessionConfig(backend=backend, dims=self.dims, fp16=self.options.fp16, soc=self.options.soc,
-                               provider_options=provider)
+        config = SessionConfig.of(self.options, backend, dims=self.dims).replace(provider_options=provider)
         return config, profile
 
     def _open(self, rec: Recorder, backend: str, model: str, role: str, *, expect_context: bool = False) -> Slot:
         """``migration.open_slot`` with this run's options for ``backend``; the target binds its
         calls in HTP shared memory when that was asked for and is available."""
         config, profile = self._config(backend)
+        config = self._with_data(config, model)
         bind = shared_memory_info() if self.shared.get("available") and backend == self.options.target else None
         return open_slot(rec, model, config, f"{role} session on {self._label(backend)}", profile=profile,
                          expect_context=expect_context, bind_memory=bind, output_example=self.reference[0])
@@ -382,8 +401,8 @@ class Runner:
         config, _ = self._config(self.options.target)
         config.provider_options.pop("profiling_level", None)
         config.provider_options.pop("profiling_file_path", None)
-        key_source = json.dumps({"model": file_digest(self.model), "config": config.to_json(),
-                                 "runtime": versions()}, sort_keys=True)
+        key_source = json.dumps({"model": file_digest(self.model), "shapes": self.options.to_json()["shapes"],
+                                 "config": config.to_json(), "runtime": versions()}, sort_keys=True)
         key = hashlib.blake2b(key_source.encode(), digest_size=12).hexdigest()
         folder = context_store() / key
         context = folder / (Path(self.model).stem + "_ctx.onnx")
@@ -394,7 +413,7 @@ class Runner:
                                       "ep.context_file_path": str(building / context.name)})
         start = time.perf_counter()
         try:
-            create_session(self.model, config)
+            create_session(self.session_model, self._with_data(config))
         except UserError as exc:
             scratch.remove(building)
             raise SessionFailed(str(exc)) from None
@@ -434,7 +453,7 @@ class Runner:
         config.provider_options.pop("profiling_level", None)
         config.provider_options.pop("profiling_file_path", None)
         try:
-            handle = create_session(self.model, config)
+            handle = create_session(self.session_model, self._with_data(config))
             plain = Slot(self.options.target, handle)
             bound = Slot(self.options.target, handle, shared_memory_info(), self.reference[0])
             _, copy_s = median_latency(plain, self.inputs, SHARED_MEMORY_RUNS + 1)

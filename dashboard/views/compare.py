@@ -26,14 +26,16 @@ from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.intake.shapes import is_float_model
-from dashboard.partition.analysis import OPT_LEVELS, PartitionOptions, analyze
+from dashboard.partition.analysis import analyze
 from dashboard.partition.report import CLASS_LABELS, CLASSES, REMOVED, PartitionReport
 from dashboard.render.timeline_figures import strategy_bars
-from dashboard.runtime.socs import DEFAULT_SOC, SOCS, hardware_label
+from dashboard.runtime.knobs import Settings
+from dashboard.runtime.socs import hardware_label
 from dashboard.timeline.model import TimelineRun, strategy_table
 from dashboard.views import jobs, partitions, state, timeline
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import md, short
+from dashboard.views.settings import SettingsForm
 
 _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
@@ -48,7 +50,7 @@ class Side:
     name: str
     path: str
     digest: str
-    options: PartitionOptions
+    options: Settings
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -93,19 +95,16 @@ def _form(selected) -> tuple[list[Side], object, bool]:
                 source = st.selectbox("Model", list(choices), format_func=choices.get, key=f"cmp_model_{side}")
                 path = st.text_input("Path of an .onnx file on the server", key=f"cmp_path_{side}",
                                      placeholder="used when the model is 'A path on the server…'")
-                fp16 = st.toggle("HTP fp16 precision", value=float_model != (side == "B"), key=f"cmp_fp16_{side}")
-                soc_keys = [s.key for s in SOCS]
-                soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC), key=f"cmp_soc_{side}",
-                                   format_func=lambda k: next(s.name for s in SOCS if s.key == k))
-                level = st.selectbox("ONNX Runtime optimization level", OPT_LEVELS, key=f"cmp_level_{side}")
-                raw.append((side, source, path, fp16, soc, level))
+                form = SettingsForm("cmp", side, analysis="partition", defaults={"fp16": float_model != (side == "B")})
+                form.draw("fp16", "soc", "optimization_level")
+                raw.append((side, source, path, form))
         submitted = st.form_submit_button("Compare", type="primary", icon=":material/compare:", key="cmp_apply",
                                           on_click=adopt, args=(_DEVICE_PICK,))
     st.caption("Symbolic dimensions take their defaults here; set them on the Partitions page.")
     return [_side(selected, *values) for values in raw], device, submitted
 
 
-def _side(selected, side: str, source: str, path: str, fp16: bool, soc: str, level: str) -> Side:
+def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Side:
     if source == SELECTED:
         name, model_path, digest = selected.name, selected.path, selected.digest
     elif source == PATH:
@@ -118,8 +117,7 @@ def _side(selected, side: str, source: str, path: str, fp16: bool, soc: str, lev
         sample = next(s for s in SAMPLES if s.file_name == source)
         name, model_path = sample.title, str(sample_path(source))
         digest = file_digest(model_path)
-    return Side(f"{side}: {name}", model_path, digest, PartitionOptions(fp16=fp16, soc=soc if fp16 else None,
-                                                                        optimization_level=level))
+    return Side(f"{side}: {name}", model_path, digest, form.settings())
 
 
 # -- running -------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def _components():
 def report_key(report: PartitionReport) -> str:
     """What the overlays depend on: the model, the options, each backend's status and every node's
     class and verdicts (a device report changes the last two without changing the options)."""
-    blob = json.dumps({"d": report.digest, "o": report.options, "c": report.classes.to_json(),
+    blob = json.dumps({"d": report.digest, "o": report.options.result_json(), "c": report.classes.to_json(),
                        "b": {n: [b.status, {k: [v.supported, v.status, v.reason, v.qnn_op] for k, v in b.nodes.items()}]
                              for n, b in report.backends.items()}}, sort_keys=True, default=str)
     return hashlib.blake2b(blob.encode(), digest_size=10).hexdigest()

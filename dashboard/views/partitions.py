@@ -12,36 +12,36 @@ The options are a form: nothing runs until Apply (an analysis takes seconds to m
 models). The analysis runs on a background thread (``views.jobs``) on the device picked, with the
 step and the time elapsed shown while it runs and a Cancel button that stops its worker.
 Answers come from the on-disk cache when seen before, and the page shows what changed against
-the previous successful run. Page text names the fields, never command-line flags
-(``field_words``).
+the previous successful run. The settings' widgets are drawn from their table
+(``views.settings``), and hints name them by their labels, never by command-line flags.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
-from dashboard.access import BROWSER
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.shapes import default_dims, is_float_model, parse_shape, unnamed_dynamic_inputs
+from dashboard.intake.shapes import is_float_model
 from dashboard.partition import gpu_rules
-from dashboard.partition.analysis import DEFAULT_TIMEOUT, OPT_LEVELS, PartitionOptions, analyze, parse_assignments
+from dashboard.partition.analysis import analyze
 from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED, PREDICTED, REMOVED, PartitionReport,
                                         op_type_table)
 from dashboard.render import partition_graph as graph_render
-from dashboard.runtime import qnn_options
 from dashboard.runtime.devices import Device
-from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
+from dashboard.runtime.knobs import TERMS, Settings
+from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, state
+from dashboard.views.blockers import render_blockers
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
+from dashboard.views.settings import SettingsForm, page_words
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
 _HISTORY = "partition_history"      # [(options key, summary, options)] last two successful runs
@@ -53,16 +53,6 @@ _DEVICE_PICK = "pt_device"
 STATUS_BADGE = {MEASURED: ":green-badge[measured]", PREDICTED: ":orange-badge[predicted]",
                 FAILED: ":red-badge[failed]"}
 
-# The fields of the options form, by the command-line flag that sets the same option: the page
-# names its fields where the analysis' messages (shared with the CLI) name flags.
-FIELDS = {
-    "backends": "Backends", "fp16": "HTP fp16 precision", "soc": "Snapdragon SoC",
-    "optimization-level": "ONNX Runtime optimization level", "timeout": "Timeout (s)",
-    "option": "Extra QNN provider options", "dim": "Symbolic dimensions", "shape": "Input shapes",
-    "device": "Device",
-}
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)(?: [A-Z]+=[A-Z0-9,.]+)?")  # with its NAME=VALUE, NAME=D1,D2,... form
-
 
 def session_reports(digest: str) -> Callable[[], list[PartitionReport]]:
     """The partition reports this session has of the model ``digest`` (for the HTML report), as
@@ -72,12 +62,6 @@ def session_reports(digest: str) -> Callable[[], list[PartitionReport]]:
     return lambda: [r for r in list(store.values()) if r.digest == digest]
 
 
-def field_words(text: str) -> str:
-    """``text`` with each command-line flag replaced by the name of the field that sets it here
-    (``--fp16`` -> ``option 'HTP fp16 precision'``)."""
-    return _FLAG.sub(lambda m: f"option ‘{FIELDS[m.group(1)]}’" if m.group(1) in FIELDS else m.group(0), text)
-
-
 def render() -> None:
     selected = state.require_model()
     graph = state.loaded_graph()
@@ -85,17 +69,18 @@ def render() -> None:
     st.caption(f"{md(selected.name, 120)} · which nodes the QNN HTP and GPU backends claim, why not, and "
                "what hot migration would run where")
     try:
-        options, timeout, device, applied = _knobs(graph, selected.digest)
+        options, device, applied = _knobs(graph, selected.digest)
     except UserError as exc:
-        st.error(md(field_words(str(exc))), icon=":material/error:")
+        st.error(md(exc), icon=":material/error:")
         return
     devices = _device_reports(selected.digest)
-    report = _report(selected, options, timeout, devices, device, applied)
+    report = _report(selected, options, devices, device, applied)
     if report is None:
         return
     _diff_against_previous(report, options)
     _backend_status(report)
     _class_metrics(report)
+    render_blockers(report)
     _off_npu(report)
     plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
                                                       key="pt_tabs")
@@ -109,94 +94,30 @@ def render() -> None:
         _rule_table()
     _node_details(report, graph)
     for note in report.notes:
-        st.caption(f"Note: {md(field_words(note))}")
+        st.caption(f"Note: {md(page_words(note))}")
     st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
                        file_name=download_name(selected.path, "partitions", "json"), mime="application/json",
                        icon=":material/download:", on_click="ignore")
 
 
 # -- knobs ---------------------------------------------------------------------------------------------
-def _knobs(graph: ModelGraph, digest: str) -> tuple[PartitionOptions, float, Device, bool]:
+def _knobs(graph: ModelGraph, digest: str) -> tuple[Settings, Device, bool]:
     """The options form: its values change only when Apply is pressed (a form's widgets keep their
     last submitted values), so every other interaction leaves the analysis alone."""
-    defaults = default_dims(graph)
+    form = SettingsForm("pt", digest, graph, analysis="partition", defaults={"fp16": is_float_model(graph)})
     with st.form(f"pt_options_{digest}", border=True):
         st.markdown("**Analysis options** · applied together with **Apply**")
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
-            device = select_device(FIELDS["device"], key=_DEVICE_PICK, in_form=True)
-            backends = st.multiselect(FIELDS["backends"], ["htp", "gpu"], default=["htp", "gpu"],
-                                      key=f"pt_backends_{digest}")
-            fp16 = st.toggle(FIELDS["fp16"], value=is_float_model(graph), key=f"pt_fp16_{digest}",
-                             help="Float32 graphs of any size rarely fit the HTP without it "
-                                  "(QNN_COMMON_ERROR_MEM_ALLOC at finalize); needs a SoC.")
-            soc_keys = [s.key for s in SOCS]
-            soc = st.selectbox(FIELDS["soc"], soc_keys, index=soc_keys.index(DEFAULT_SOC),
-                               format_func=lambda k: next(s.name for s in SOCS if s.key == k),
-                               key=f"pt_soc_{digest}")
+            device = select_device(TERMS["device"].label, key=_DEVICE_PICK, in_form=True)
+            form.draw("backends", "fp16", "soc")
         with mid:
-            level = st.selectbox(FIELDS["optimization-level"], OPT_LEVELS, key=f"pt_level_{digest}",
-                                 help="Level-1 optimizations run before partitioning; 'disabled' measures the "
-                                      "file's graph as it is.")
-            timeout = st.number_input(FIELDS["timeout"], min_value=10, max_value=7200, value=int(DEFAULT_TIMEOUT),
-                                      step=30, key=f"pt_timeout_{digest}")
-            extra = st.text_area(f"{FIELDS['option']} (KEY=VALUE per line)", key=f"pt_opts_{digest}",
-                                 height=90, placeholder="htp_graph_finalization_optimization_mode=3")
+            form.draw("optimization_level", "timeout", "provider_options")
         with right:
-            dims = _dim_fields(defaults, digest)
-            shape_texts = _shape_fields(graph, defaults, digest)
+            form.draw("dims", "shapes")
         applied = st.form_submit_button("Apply", type="primary", icon=":material/play_arrow:", key="pt_apply",
                                         on_click=adopt, args=(_DEVICE_PICK,))
-    lines = [line for line in (extra or "").splitlines() if line.strip()]
-    shapes = {name: parse_shape(text, f"input {name!r}") for name, text in shape_texts.items()
-              if text.strip() and "?" not in text}
-    options = PartitionOptions(backends=tuple(backends or ("htp",)), dims=dims, shapes=shapes, fp16=fp16,
-                               soc=soc if fp16 else None, provider_options=page_provider_options(lines),
-                               optimization_level=level)
-    return options, float(timeout), device, applied
-
-
-def page_provider_options(lines: list[str]) -> dict[str, str]:
-    """The provider options typed into a page's text area, checked as a page's (``BROWSER``):
-    nothing that loads a library or writes a file (``runtime.qnn_options``); the Partitions and
-    Timeline pages share it."""
-    options = parse_assignments(lines, "provider option")
-    qnn_options.check(options, origin=BROWSER)
-    return options
-
-
-def _dim_fields(defaults: dict, digest: str) -> dict[str, int]:
-    dims = {}
-    if defaults:
-        st.markdown(f"**{FIELDS['dim']}** (pre-filled; QNN needs them fixed)")
-        cols = st.columns(2)
-        for i, (name, default) in enumerate(defaults.items()):
-            dims[name] = int(cols[i % 2].number_input(
-                short(name, 40), min_value=1, value=default.value, step=1, key=f"pt_dim_{digest}_{name}",
-                help=default.why + (" — a guess" if default.guessed else "")))
-    return dims
-
-
-def _shape_fields(graph: ModelGraph, defaults: dict, digest: str) -> dict[str, str]:
-    """A field per input with unnamed dimensions (``?``): its whole shape, pre-filled with what is
-    known (fixed sizes, named dimensions' defaults) and ``?`` where the user must decide."""
-    unnamed = unnamed_dynamic_inputs(graph)
-    if not unnamed:
-        if not defaults:
-            st.markdown("All input shapes are static.")
-        return {}
-    st.markdown(f"**{FIELDS['shape']}** (inputs with unnamed dimensions: replace each ? with a size)")
-    specs = {t.name: t for t in graph.inputs}
-    out = {}
-    for name in unnamed:
-        shape = specs[name].shape or ()
-        prefill = ", ".join(str(d) if isinstance(d, int) else str(defaults[d].value) if d in defaults else "?"
-                            for d in shape)
-        out[name] = st.text_input(short(name, 40), value=prefill, key=f"pt_shape_{digest}_{name}",
-                                  placeholder="e.g. 1, 576",
-                                  help=f"Declared {specs[name].shape_text()}. The analysis gives the sessions a "
-                                       "copy of the model whose input has this shape; the file is not changed.")
-    return out
+    return form.settings(), device, applied
 
 
 def _device_reports(digest: str) -> list[tuple[str, str]]:
@@ -222,14 +143,14 @@ def _device_reports(digest: str) -> list[tuple[str, str]]:
 
 
 # -- running ---------------------------------------------------------------------------------------------
-def _options_key(options: PartitionOptions, devices: list[tuple[str, str]], device: Device) -> str:
-    blob = json.dumps({"o": options.to_json(), "at": device.url,
+def _options_key(options: Settings, devices: list[tuple[str, str]], device: Device) -> str:
+    blob = json.dumps({"o": options.result_json(), "at": device.url,
                        "d": [hashlib.blake2b(t.encode(), digest_size=8).hexdigest() for _, t in devices]},
                       sort_keys=True)
     return hashlib.blake2b(blob.encode(), digest_size=12).hexdigest()
 
 
-def report_key(digest: str, options: PartitionOptions, device: Device, devices: list[tuple[str, str]] = ()) -> str:
+def report_key(digest: str, options: Settings, device: Device, devices: list[tuple[str, str]] = ()) -> str:
     """The key of a report in this session's store (the Compare page shares it)."""
     return f"{digest}:{_options_key(options, list(devices), device)}"
 
@@ -246,7 +167,7 @@ def remember(key: str, report: PartitionReport) -> None:
     reports[key] = report
 
 
-def _report(selected, options: PartitionOptions, timeout: float, devices: list[tuple[str, str]], device: Device,
+def _report(selected, options: Settings, devices: list[tuple[str, str]], device: Device,
             applied: bool) -> PartitionReport | None:
     """The report for these options: from the session, else from the analysis job (started on the
     first visit, and again on Apply). A job still running is shown with its progress and Cancel;
@@ -257,7 +178,7 @@ def _report(selected, options: PartitionOptions, timeout: float, devices: list[t
     job = jobs.current(_JOB)
     if job is None or job.key != key or (applied and job.done):
         job = jobs.start(_JOB, key, f"Analysing on {device.label}", lambda on_event, cancel: analyze(
-            selected.path, options, timeout=timeout, on_event=on_event, device_reports=devices,
+            selected.path, options, on_event=on_event, device_reports=devices,
             digest=selected.digest, device=device, cancel=cancel))
         job.wait(jobs.QUICK_S)
     if jobs.finished(_JOB, job) is None:
@@ -275,15 +196,15 @@ def _summary(report: PartitionReport) -> dict:
             "segments": {k: p.segment_count for k, p in report.plans.items()}}
 
 
-def _diff_against_previous(report: PartitionReport, options: PartitionOptions) -> None:
+def _diff_against_previous(report: PartitionReport, options: Settings) -> None:
     """What changed against the previous run that produced classes (a failed run has none, and
     comparing with it would show every class dropping to 0)."""
     if report.classes.note:
         return
     history: list = st.session_state.setdefault(_HISTORY, [])
-    key = f"{report.digest}:{json.dumps(options.to_json(), sort_keys=True)}:{report.device}"
+    key = f"{report.digest}:{json.dumps(options.result_json(), sort_keys=True)}:{report.device}"
     if not history or history[-1][0] != key:
-        history.append((key, _summary(report), {**options.to_json(), "device": report.device}))
+        history.append((key, _summary(report), {**options.result_json(), "device": report.device}))
         del history[:-2]
     if len(history) < 2 or not history[0][0].startswith(report.digest) or history[-1][0] != key:
         return
@@ -337,13 +258,13 @@ def _failure(backend) -> None:
     next step the runtime's message is the message."""
     if backend.suggestion:
         kind = st.error if backend.status == FAILED else st.info
-        kind(md(field_words(backend.suggestion)), icon=":material/error:" if backend.status == FAILED
+        kind(md(page_words(backend.suggestion)), icon=":material/error:" if backend.status == FAILED
              else ":material/lightbulb:")
         if backend.error:
             with st.expander("The runtime's own message"):
-                st.code(backend.error, language=None, wrap_lines=True)
+                st.code(page_words(backend.error), language=None, wrap_lines=True)
     elif backend.error:
-        st.error(md(backend.error, 600), icon=":material/error:")
+        st.error(md(page_words(backend.error), 600), icon=":material/error:")
 
 
 def _class_metrics(report: PartitionReport) -> None:

@@ -26,17 +26,17 @@ import streamlit as st
 
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.shapes import default_dims, is_float_model
+from dashboard.intake.shapes import is_float_model
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.jobs import Job
-from dashboard.runtime.socs import DEFAULT_SOC, SIMULATOR_NOTE, SOCS, hardware_label
+from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold, events_csv,
                                       metrics_csv, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
 from dashboard.views import jobs, state
-from dashboard.views.partitions import page_provider_options
 from dashboard.views.devices import select_device
+from dashboard.views.settings import SettingsForm
 from dashboard.views.safe import download_name, md, short
 
 _RUNS = "timeline_runs"  # [{"label", "data": TimelineRun JSON, "finished": UTC datetime, "digest", ...}], oldest first
@@ -92,14 +92,11 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
                                       help="Requests served at once (what a swap has to drain)")
     fast = top[3].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
                             key=f"tl_fast_{digest}")
+    form = SettingsForm("tl", digest, graph, analysis="timeline", defaults={"fp16": is_float_model(graph)})
     with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
-            fp16 = st.toggle("HTP fp16 precision", value=is_float_model(graph), key=f"tl_fp16_{digest}",
-                             help="Float models rarely finalize on the HTP without it; needs a SoC")
-            soc_keys = [s.key for s in SOCS]
-            soc = st.selectbox("Snapdragon SoC", soc_keys, index=soc_keys.index(DEFAULT_SOC), key=f"tl_soc_{digest}",
-                               format_func=lambda k: next(s.name for s in SOCS if s.key == k))
+            form.draw("fp16", "soc", "optimization_level")
             policy = st.radio("Swap policy", POLICIES, format_func=POLICY_TITLES.get, key=f"tl_policy_{digest}")
         with mid:
             shared = st.toggle("HTP shared memory (zero-copy I/O)", key=f"tl_shm_{digest}",
@@ -110,24 +107,12 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
                                    key=f"tl_atol_{digest}")
             rtol = st.number_input("Output rtol", min_value=0.0, value=DEFAULT_RTOL, format="%g",
                                    key=f"tl_rtol_{digest}")
+            form.draw("timeout")
         with right:
-            extra = st.text_area("Extra QNN provider options for the HTP (KEY=VALUE per line)", height=80,
-                                 key=f"tl_opts_{digest}", placeholder="htp_performance_mode=burst")
-            dims = {}
-            defaults = default_dims(graph)
-            if defaults:
-                st.markdown("**Symbolic dimensions** (QNN needs them fixed)")
-                cols = st.columns(2)
-                for i, (name, default) in enumerate(defaults.items()):
-                    dims[name] = int(cols[i % 2].number_input(
-                        short(name, 40), min_value=1, value=default.value, key=f"tl_dim_{digest}_{name}",
-                        help=default.why))
-    lines = [line for line in (extra or "").splitlines() if line.strip()]
-    return TimelineOptions(dims=dims, fp16=fp16, soc=soc if fp16 else None,
-                           provider_options=page_provider_options(lines),
-                           fast=None if fast == "auto" else fast, strategies=list(strategies), requests=int(requests),
-                           rate=float(rate), concurrency=int(concurrency), policy=policy, warmup_runs=int(warmup),
-                           shared_memory=shared, atol=float(atol), rtol=float(rtol))
+            form.draw("provider_options", "dims", "shapes")
+    return form.settings(TimelineOptions, fast=None if fast == "auto" else fast, strategies=list(strategies),
+                         requests=int(requests), rate=float(rate), concurrency=int(concurrency), policy=policy,
+                         warmup_runs=int(warmup), shared_memory=shared, atol=float(atol), rtol=float(rtol))
 
 
 # -- a run in the background ------------------------------------------------------------------------
@@ -141,7 +126,8 @@ def _start(device, selected, options: TimelineOptions) -> Job:
     is the session's entry for the run, labelled when it is collected."""
 
     def work(on_event, cancel) -> dict:
-        run = run_on_device(device, selected.path, options, on_event=on_event, cancel=cancel, digest=selected.digest)
+        run = run_on_device(device, selected.path, options, on_event=on_event, timeout=options.timeout, cancel=cancel,
+                            digest=selected.digest)
         return {"data": run.to_json(), "finished": datetime.now(timezone.utc), "digest": selected.digest,
                 "name": selected.name, "device": device.label}
 
