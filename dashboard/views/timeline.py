@@ -73,7 +73,6 @@ def render() -> None:
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
         _start(device, selected, options)
-    collect()
     _progress(selected)
     _results(selected)
 
@@ -154,13 +153,16 @@ def collect() -> None:
 
 def _progress(selected) -> None:
     """The page's job: running (also one of another model: its title names it), with its live
-    chart and Cancel; finished for this model, how it ended."""
+    chart and Cancel; finished, its run collected before the runs are drawn (one reading of
+    ``done``: a job that ends while the page is drawn is either still running here, and its
+    fragment reruns the page, or collected), and for this model how it ended."""
     job = jobs.current(_JOB)
     if job is None:
         return
     if not job.done:
         jobs.show(_JOB, _live)
         return
+    collect()
     if not job.key.startswith(f"{selected.digest}|"):
         return
     if job.result is None:
