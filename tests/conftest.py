@@ -254,6 +254,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_a_failed_upload_keeps_the_previous_upload_and_leaves_nothing",  # 3.6 s
         "test_uploads.py::test_folder_is_created_private",  # 7.7 s
         "test_uploads.py::test_moving_on_from_an_upload_removes_its_file",  # 3.2 s
+        "test_jobs.py::test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits",  # 7.9 s
+        "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
     },
 }
 

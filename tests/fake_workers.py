@@ -6,10 +6,18 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from dashboard import __version__
 from dashboard.runtime.protocol import PROTOCOL_VERSION
+
+MARK = "QNN_LAB_CANCEL_MARK"
+# The worker stops itself before it greets: only a Cancel that covers a worker's start ends it early.
+STOPS_BEFORE_GREETING = "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n"
 
 
 def fake_worker(body: str, *, protocol: int = PROTOCOL_VERSION, version: str | None = __version__) -> list[str]:
@@ -41,6 +49,26 @@ def alive(pid: int) -> bool:
     return "zombie" not in state
 
 
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is a process stopped by a signal (SIGSTOP)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("State:") and "stopped" in line for line in status.splitlines())
+
+
+@pytest.fixture
+def worker_mark(tmp_path, monkeypatch) -> Iterator[str]:
+    """A private cache, and a fresh value of ``MARK`` that every worker the test starts inherits;
+    the test fails when one of them outlives it."""
+    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, mark)
+    yield mark
+    assert not processes_with_env(MARK, mark), "a process outlived its test"
+
+
 def gone_within(pid: int, seconds: float) -> bool:
     """Whether ``pid`` stops running within ``seconds`` (a killed process takes a moment to exit
     on a loaded machine)."""
@@ -66,3 +94,46 @@ def processes_with_env(name: str, value: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+# A ``timeline`` handler for ``patched_worker``: serves every strategy's requests at once, with no
+# session and no compile (milliseconds instead of the simulator's seconds), emitting the events a
+# real run does. After ``HOLD_AFTER`` answers it waits until the file ``GATE`` exists (forever if it
+# never does: a run that only Cancel ends; the worker exits when its stdin closes).
+FAKE_TIMELINE = """
+import os, time
+from dashboard.timeline.model import Event, Request, StrategyRun, TimelineRun
+from dashboard.timeline.protocol import Setup, Status, StrategyEnd, StrategyStart, TimelineRequest
+
+def handler(args, emit):
+    options, answered, runs = args.options, 0, {}
+    emit(Status('fake worker: serving'))
+    emit(Setup({'backend': 'cpu', 'label': 'CPU EP (fake)'}, {'backend': 'htp', 'label': 'QNN HTP (fake)'}))
+    for name in options.strategies:
+        backends = {'fast': 'cpu'}
+        emit(StrategyStart(name, backends))
+        run = StrategyRun(name, backends, events=[Event(0.0, 'serve_start', 'cpu')],
+                          expected_requests=options.requests)
+        for i in range(options.requests):
+            if answered == HOLD_AFTER:
+                while not os.path.exists(GATE):
+                    time.sleep(0.05)
+            request = Request(i, i * 0.01, i * 0.01, i * 0.01 + 0.004, 'cpu', True)
+            run.requests.append(request)
+            emit(TimelineRequest(name, request))
+            answered += 1
+        emit(StrategyEnd(name, run.metrics))
+        runs[name] = run
+    return TimelineRun(device={}, model=args.model, options=options.to_json(),
+                       workload={'requests': options.requests, 'rate': options.rate,
+                                 'concurrency': options.concurrency, 'inputs': 'fake'},
+                       strategies=runs, fast={'backend': 'cpu', 'label': 'CPU EP (fake)'},
+                       target={'backend': 'htp', 'label': 'QNN HTP (fake)'}, runtime={'hardware': 'fake'})
+"""
+
+
+def fake_timeline_code(gate: Path, hold_after: int = -1) -> str:
+    """Python source of a worker whose ``timeline`` command is ``FAKE_TIMELINE``, holding after
+    ``hold_after`` answers until ``gate`` exists (-1: never holds)."""
+    handler = f"HOLD_AFTER = {hold_after}\nGATE = {str(gate)!r}\n" + FAKE_TIMELINE
+    return patched_worker(handler, "timeline")[2]

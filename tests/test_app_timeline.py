@@ -20,6 +20,7 @@ from dashboard.views.state import SelectedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 300.0
+JOB = "timeline_job"  # the page's background run (dashboard.views.jobs)
 
 
 @pytest.fixture()
@@ -64,6 +65,8 @@ def test_timeline_page_needs_a_model():
 
 
 def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
+    from page_jobs import settle
+
     at = page("timeline", small_model).run()
     assert not at.exception and not at.error
     assert "No run yet" in texts(at.info)
@@ -72,6 +75,7 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
     at.number_input(key=f"tl_requests_{digest}").set_value(90)
     at.number_input(key=f"tl_rate_{digest}").set_value(30.0)
     at.button(key="tl_run").click().run(timeout=RUN_TIMEOUT)
+    settle(at, JOB, timeout=RUN_TIMEOUT)  # the run is the page's background job
     assert not at.exception and not at.error, texts(at.error)
 
     runs = at.session_state["timeline_runs"]
@@ -96,10 +100,127 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
     at.run()
     at.selectbox(key="tl_device").set_value(unreachable.url).run()
     at.button(key="tl_run").click().run(timeout=RUN_TIMEOUT)
+    settle(at, JOB, timeout=RUN_TIMEOUT)
     assert not at.exception
     assert "cannot reach" in texts(at.error) and "Connection refused" in texts(at.error)
     assert len(at.session_state["timeline_runs"]) == 1
     assert list(at.dataframe[0].value["strategy"]) == ["fast only", "hot migration"]
+
+
+# -- the run as a background job: Cancel, another model, another page ---------------------------------
+
+
+def fake_device(folder: Path, hold_after: int = -1) -> Device:
+    """A device whose worker answers ``timeline`` at once without sessions (``fake_workers``),
+    holding after ``hold_after`` answers until ``folder / "gate"`` exists."""
+    import partition_models as pm
+    from fake_workers import fake_timeline_code
+
+    return pm.worker_device(folder, fake_timeline_code(folder / "gate", hold_after))
+
+
+def on_device(at: AppTest, device: Device) -> AppTest:
+    at.session_state["devices"] = {"local": Device.parse("local"), device.url: device}
+    at.session_state["device_current"] = device.url
+    return at
+
+
+def start_run(at: AppTest, model: SelectedModel, requests: int = 4) -> AppTest:
+    """Pick one strategy and ``requests`` requests for ``model`` and press Run (the click returns
+    at once: the run is the page's job)."""
+    at.multiselect(key=f"tl_strategies_{model.digest}").set_value(["fast"])
+    at.number_input(key=f"tl_requests_{model.digest}").set_value(requests)
+    return at.button(key="tl_run").click().run(timeout=60)
+
+
+def wait_for(condition, what: str):
+    from deadlines import wait_until
+
+    wait_until(condition, what, interval=0.05)
+
+
+def run_selector(at: AppTest):
+    return next(s for s in at.selectbox if s.label == "Run")
+
+
+@pytest.fixture()
+def model_pair(tmp_path) -> tuple[SelectedModel, SelectedModel]:
+    models = []
+    for name, seed in (("model_a", 1), ("model_b", 2)):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(build_cnn_classifier(size=32, seed=seed), path)
+        models.append(SelectedModel(str(path), name, file_digest(path), "path"))
+    return models[0], models[1]
+
+
+def test_a_run_cancelled_from_the_page_stops_its_worker(stores, small_model, tmp_path):
+    """The run streams its answers into the progress bar; Cancel ends the worker process and the
+    page says the run was cancelled, with nothing kept."""
+    from fake_workers import gone_within
+    from page_jobs import settle
+
+    at = on_device(page("timeline", small_model), fake_device(tmp_path, hold_after=2)).run()
+    start_run(at, small_model)
+    assert not at.exception
+    job = at.session_state[JOB]
+    wait_for(lambda: job.count == (2, 4) and job.cancellation.pids, "two answers streamed in")
+    [pid] = job.cancellation.pids
+    at.run()
+    [progress] = at.get("progress")
+    assert "2/4 requests answered" in progress.proto.text and "left" in progress.proto.text
+    at.button(key=f"{JOB}_cancel").click().run()
+    assert gone_within(pid, 30), "the worker outlived Cancel"
+    settle(at, JOB)
+    assert job.cancelled and any("Cancelled after" in i.value for i in at.info), texts(at.info)
+    assert not at.error and not at.session_state["timeline_runs"]
+
+
+def test_a_run_of_model_b_after_model_a_shows_b_s_run(stores, model_pair, tmp_path):
+    """Model A run, then model B opened and run: the run selector and the charts are B's, and A's
+    run is back when A is opened again."""
+    from page_jobs import settle
+
+    a, b = model_pair
+    at = on_device(page("timeline", a), fake_device(tmp_path)).run()
+    start_run(at, a)
+    settle(at, JOB)
+    assert run_selector(at).value.startswith("#1 model_a")
+    at.session_state["selected_model"] = b
+    at.run()
+    assert "No run yet" in texts(at.info)  # A's run is not B's
+    start_run(at, b, requests=3)
+    settle(at, JOB)
+    selector = run_selector(at)
+    assert selector.value.startswith("#2 model_b") and selector.options == [selector.value]
+    shown = at.session_state["timeline_runs"][-1]
+    assert shown["data"]["model"] == b.path and "3 requests" in texts(at.markdown)
+    assert "Done: 3/3 requests answered" in texts(at.caption)
+    at.session_state["selected_model"] = a
+    at.run()
+    assert run_selector(at).value.startswith("#1 model_a") and "4 requests" in texts(at.markdown)
+
+
+def test_leaving_the_timeline_page_and_coming_back_keeps_the_run(stores, small_model, tmp_path):
+    """Start a run, open another page, come back: still running (its progress and Cancel are
+    there), and once it ends its result is shown."""
+    from page_jobs import settle
+
+    at = on_device(page("timeline", small_model), fake_device(tmp_path, hold_after=1)).run()
+    start_run(at, small_model)
+    job = at.session_state[JOB]
+    wait_for(lambda: job.count == (1, 4), "the first answer")
+    at.switch_page("pages/classifier.py").run(timeout=RUN_TIMEOUT)
+    assert not at.exception
+    at.switch_page("pages/timeline.py").run(timeout=60)
+    assert at.session_state[JOB] is job and not job.done
+    [progress] = at.get("progress")
+    assert "1/4 requests answered" in progress.proto.text
+    assert at.button(key=f"{JOB}_cancel")
+    (tmp_path / "gate").touch()
+    settle(at, JOB)
+    assert job.result is not None and not at.error
+    assert run_selector(at).value.startswith("#1 cnn32")
+    assert [s.value for s in at.subheader][:1] == ["Strategies compared"]
 
 
 def test_bad_provider_option_disables_the_run(small_model):
@@ -113,14 +234,14 @@ def test_devices_page_probes_this_machine_and_rejects_bad_devices():
     at = page("devices").run(timeout=RUN_TIMEOUT)
     assert not at.exception and not at.error
     probe = at.session_state["device_probes"]["local"]  # probed when the page opened, no click needed
-    assert probe["backends"]["htp"]["ok"] is True
+    assert probe.backends["htp"].ok is True
     at.button(key="probe_local").click().run(timeout=RUN_TIMEOUT)
     assert not at.exception and not at.error
     probe = at.session_state["device_probes"]["local"]
-    assert probe["backends"]["htp"]["ok"] is True
+    assert probe.backends["htp"].ok is True
     backends = at.dataframe[0].value
     assert backends.set_index("backend").loc["htp", "initializes"] == "yes"
-    if probe["arch"] == "x86_64":
+    if probe.arch == "x86_64":
         assert "No QNN GPU on this host" in texts(at.info)
 
     at.text_input[0].input("ftp://board")

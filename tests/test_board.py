@@ -80,16 +80,16 @@ def test_device_install_puts_the_aarch64_wheels_in_a_venv(board):
 
 def test_probe_cpu_works_and_htp_and_gpu_fail_with_the_doctors_reason(board):
     result = Device.parse(board["url"]).probe(timeout=600)
-    assert (result["arch"], result["os"].split()[0], result["python"][:4]) == ("aarch64", "Linux", "3.11")
-    backends = result["backends"]
-    assert backends["cpu"]["ok"] is True
+    assert (result.arch, result.os.split()[0], result.python[:4]) == ("aarch64", "Linux", "3.11")
+    backends = result.backends
+    assert backends["cpu"].ok is True
     for name in ("htp", "gpu"):
-        assert backends[name]["ok"] is False
-        assert "the QNN EP exposes no devices on this host" in backends[name]["error"]
-    assert NO_DSP in backends["htp"]["error"] and NO_RPC in backends["htp"]["error"]
-    assert "libOpenCL.so is not in /lib64, /usr/lib" in backends["gpu"]["error"]
-    assert result["shared_memory"]["ok"] is False
-    assert result["soc"]["ep_devices"] == []  # no NPU device without the FastRPC node
+        assert backends[name].ok is False
+        assert "the QNN EP exposes no devices on this host" in backends[name].error
+    assert NO_DSP in backends["htp"].error and NO_RPC in backends["htp"].error
+    assert "libOpenCL.so is not in /lib64, /usr/lib" in backends["gpu"].error
+    assert result.shared_memory.ok is False
+    assert result.soc["ep_devices"] == []  # no NPU device without the FastRPC node
 
 
 def test_doctor_explains_why(board):

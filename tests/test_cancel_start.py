@@ -12,12 +12,12 @@ import socket
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import partition_models as pm
 import pytest
-from fake_workers import alive, gone_within, processes_with_env
+from fake_workers import (MARK, STOPS_BEFORE_GREETING, alive, gone_within, processes_with_env, stopped,  # noqa: F401
+                          worker_mark)
 from page_jobs import settle
 from streamlit.testing.v1 import AppTest
 from test_devices_ssh import sshd  # noqa: F401 - the fixture: a real sshd on a free port
@@ -28,19 +28,12 @@ from dashboard.runtime.devices import Device
 
 pytestmark = pytest.mark.timeout(300)
 
-MARK = "QNN_LAB_CANCEL_MARK"
 BOUND_S = 2.0  # the bound: Cancel ends the worker within 2 s
-# The worker stops itself before it greets: the moment the old cancel handle did not cover.
-STOPS_BEFORE_GREETING = "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n"
 
 
 @pytest.fixture(autouse=True)
-def _private(tmp_path, monkeypatch):
-    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
-    mark = uuid.uuid4().hex
-    monkeypatch.setenv(MARK, mark)  # every worker this test starts inherits it
-    yield mark
-    assert not processes_with_env(MARK, mark), "a process outlived its test"
+def _private(worker_mark):
+    return worker_mark
 
 
 def wait_for(condition, seconds: float):
@@ -51,14 +44,6 @@ def wait_for(condition, seconds: float):
             return value
         time.sleep(0.05)
     return condition()
-
-
-def stopped(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return any(line.startswith("State:") and "stopped" in line for line in status.splitlines())
 
 
 def analyze_on_thread(model: Path, device: Device, cancel: Cancellation) -> tuple[threading.Thread, dict]:

@@ -99,14 +99,14 @@ def ssh_device(sshd, *, key: Path | None = None, port: int | None = None) -> Dev
 def test_probe_over_ssh_reports_the_device(sshd):
     device = ssh_device(sshd)
     result = device.probe()
-    assert result["label"] == device.label
-    assert result["label"].startswith(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}?python=")
-    assert result["onnxruntime_qnn"] and result["qnn_sdk"].startswith("2.")
-    assert result["backends"]["htp"]["ok"] is True
-    assert result["backends"]["cpu"]["ok"] is True
-    if result["arch"] == "x86_64":
-        assert result["backends"]["gpu"]["ok"] is False
-        assert result["shared_memory"]["ok"] is False and "rpcmem" in result["shared_memory"]["reason"]
+    assert result.label == device.label
+    assert result.label.startswith(f"ssh://{getpass.getuser()}@127.0.0.1:{sshd['port']}?python=")
+    assert result.onnxruntime_qnn and result.qnn_sdk.startswith("2.")
+    assert result.backends["htp"].ok is True
+    assert result.backends["cpu"].ok is True
+    if result.arch == "x86_64":
+        assert result.backends["gpu"].ok is False
+        assert result.shared_memory.ok is False and "rpcmem" in result.shared_memory.reason
 
 
 def test_timeline_over_ssh_uploads_the_model_and_migrates(sshd, tmp_path):
@@ -389,8 +389,8 @@ def test_a_local_interpreter_device_runs_the_worker_from_this_checkout(tmp_path,
     device = Device.parse(f"local?python={python}")
     assert device.argv() == [str(python), "-m", "dashboard.runtime.worker"]
     result = device.probe()
-    assert result["label"] == f"local?python={python}"
-    assert result["python"] == platform.python_version() and result["backends"]["htp"]["ok"] is True
+    assert result.label == f"local?python={python}"
+    assert result.python == platform.python_version() and result.backends["htp"].ok is True
 
 
 def test_a_local_interpreter_device_can_be_added_on_the_devices_page_by_its_listed_name(monkeypatch):

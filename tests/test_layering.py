@@ -94,6 +94,13 @@ def test_the_runtime_never_imports_partition_or_timeline():
     assert not {m: n for m, n in offenders.items() if n}
 
 
+def test_the_page_job_runner_serves_every_kind_of_run():
+    """``views/jobs.py`` shows any long run (``runtime.jobs``): it imports no capability's types,
+    so a partition, a timeline and the next kind of run all go through it unchanged."""
+    capabilities = ("dashboard.partition", "dashboard.timeline", "dashboard.classify", "dashboard.render")
+    assert not sorted(n for n in SOURCES["dashboard.views.jobs"] if within(n, capabilities))
+
+
 def test_only_views_import_streamlit():
     offenders = sorted(m for m in importers_of("streamlit") if not m.startswith("dashboard.views"))
     assert not offenders

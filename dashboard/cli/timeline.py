@@ -70,10 +70,14 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Interrupted (Ctrl-C, SIGTERM), the run stops its worker through its ``Cancellation``, as the
+    page's Cancel does, and waits for it to end before the command exits."""
+    from dashboard.runtime.jobs import Cancellation
+
     options = options_from_args(args)
     device = Device.parse(args.device)
     result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options)),
-                           timeout=args.timeout or DEFAULT_TIMEOUT)
+                           timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
     if args.json:
         from dashboard.cli.common import print_json
 

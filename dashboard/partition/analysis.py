@@ -47,46 +47,9 @@ Events = Callable[[ProgressEvent], None]
 
 
 # -- cancelling ---------------------------------------------------------------------------------------
-class Cancelled(UserError):
-    """The user stopped the analysis; nothing was measured or cached."""
-
-
-CANCELLED = "the analysis was cancelled"
-
-
-CANCEL_GRACE = 0.5  # seconds a cancelled worker gets to exit by itself (and remove its scratch) before it is killed
-
-
-class Cancellation:
-    """Lets another thread stop a running ``analyze``: ``cancel()`` stops every worker started
-    inside ``watching`` (a ``WorkerGroup``: the worker exits at once when its stdin closes, even
-    mid-compile, and is killed within ``CANCEL_GRACE`` if it does not, e.g. a stopped one), and
-    ``analyze`` then raises ``Cancelled`` instead of reporting a crash. Why a group and not the
-    started client: a worker joins it the moment its process exists, so a Cancel pressed while
-    it starts (a local import, an ssh connection, a worker that never greets) stops it too
-    instead of waiting out the start timeout; one started after the Cancel is stopped at once.
-    Thread-safe, and ``cancel`` never blocks (the page's button callback calls it)."""
-
-    def __init__(self) -> None:
-        self._workers = WorkerGroup(grace=CANCEL_GRACE)
-        self.cancelled = False
-
-    def watching(self):
-        """A context manager: workers started in the block are the ones ``cancel`` stops."""
-        return self._workers.current()
-
-    @property
-    def pids(self) -> list[int]:
-        """Process ids of the running workers a ``cancel`` would stop."""
-        return self._workers.pids
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self._workers.close(CANCELLED)
-
-    def check(self) -> None:
-        if self.cancelled:
-            raise Cancelled(CANCELLED)
+# One mechanism for every long run (``dashboard.runtime.jobs``); imported here, where they were defined,
+# so ``from dashboard.partition.analysis import Cancellation`` keeps working.
+from dashboard.runtime.jobs import CANCEL_GRACE, CANCELLED, Cancellation, Cancelled  # noqa: E402, F401
 
 
 # -- suggestions --------------------------------------------------------------------------------------
@@ -305,27 +268,13 @@ class _Digest:
 def _run_worker(device: Device, path: str, digest: str | None, args: PartitionArgs, timeout: float | None,
                 emit: Events, cancel: Cancellation) -> tuple[PartitionResult | None, str | None]:
     """The worker's result, or (None, one-line reason) when it crashed, hung or failed. An
-    unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``.
+    unreachable device is a ``UserError``; a cancelled run raises ``Cancelled``. The worker's
+    lifecycle is every run's (``runtime.jobs.run_command``)."""
+    from dashboard.runtime.jobs import run_command
 
-    The worker's exit is nobody's wait: it is reaped on a non-daemon thread, which this process
-    joins before it ends, so no worker outlives it (a remote worker's SSH session takes a while)."""
-    from dashboard.runtime.client import WorkerError
-
-    cancel.check()
-    try:
-        with cancel.watching():
-            worker = device.connect()
-    except UserError:  # a worker stopped by Cancel while it started is not an unreachable device
-        cancel.check()
-        raise
-    try:
-        located = dataclasses.replace(args, path=worker.send_model(path, digest or "", on_event=emit))
-        return worker.call("partition", located, timeout=timeout, on_event=emit), None
-    except WorkerError as exc:
-        cancel.check()
-        return None, str(exc)
-    finally:
-        threading.Thread(target=worker.close, name="partition-worker-reaper").start()
+    answer = run_command(device, path, digest, "partition", lambda located: dataclasses.replace(args, path=located),
+                         timeout=timeout, on_event=emit, cancel=cancel)
+    return answer.result, None if answer.failure is None else str(answer.failure)
 
 
 def _backend_reports(result: PartitionResult | None, crash: str | None, options: Settings,

@@ -155,17 +155,23 @@ class WorkerGroup:
         with self._lock:
             return [pid for pid in (c.pid for c in self._clients) if pid is not None]
 
-    def close(self, reason: str = "its owner closed") -> None:
+    def close(self, reason: str = "its owner closed", wait: bool = False, grace: float | None = None) -> None:
         """Stop every worker of the group, and any started later, without blocking the caller
         (Streamlit runs release hooks and button callbacks on its server thread): each is stopped
-        on a thread of its own."""
+        on a thread of its own. ``wait``: return only once they are stopped (a command line
+        interrupted by Ctrl-C, which must not exit before its workers do); ``grace``: instead of
+        the group's."""
         with self._lock:
             clients = list(self._clients)
             self._clients = weakref.WeakSet()
             self._closed = reason
-        for client in clients:
-            threading.Thread(target=client.close, kwargs={"grace": self.grace, "reason": reason},
-                             daemon=True).start()
+        grace = self.grace if grace is None else grace
+        stoppers = [threading.Thread(target=client.close, kwargs={"grace": grace, "reason": reason},
+                                     daemon=True) for client in clients]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers if wait else ():
+            stopper.join()
 
 
 def _join_groups(client: "WorkerClient") -> None:

@@ -55,7 +55,7 @@ from dashboard import access
 from dashboard.access import BROWSER, TERMINAL, check_origin
 from dashboard.errors import UserError
 from dashboard.runtime.client import WorkerClient, WorkerError, WorkerVersionError
-from dashboard.runtime.protocol import ProbeArgs
+from dashboard.runtime.protocol import ProbeArgs, ProbeResult
 from dashboard.serde import Record
 
 LOCAL = "local"
@@ -241,14 +241,31 @@ class Device(Record):
                 raise
             raise UserError(f"cannot reach {self.label}: {_reason(exc)}") from None
 
-    def probe(self, timeout: float = 300.0) -> dict:
+    def probe(self, timeout: float = 300.0) -> "DeviceProbe":
         """OS/arch, runtime versions, which backends initialize, shared memory and SoC facts."""
         start = time.perf_counter()
         with self.connect() as worker:
-            result = worker.call("probe", ProbeArgs(), timeout=timeout)
-        return {"device": self.url, "label": self.label, **result.to_json(),
-                "seconds": round(time.perf_counter() - start, 3)}
+            result: ProbeResult = worker.call("probe", ProbeArgs(), timeout=timeout)
+        found = {f.name: getattr(result, f.name) for f in fields(ProbeResult)}
+        return DeviceProbe(**found, device=self.url, label=self.label,
+                           seconds=round(time.perf_counter() - start, 3))
 
+
+@dataclass
+class DeviceProbe(ProbeResult):
+    """What a device's worker found (``ProbeResult``: the host and runtime versions, each backend's
+    ``BackendProbe``, the shared-memory allocator, SoC facts), for which device (``device`` is its
+    URL, ``label`` how it is shown) and how long the probe took. Its JSON is the worker's reply
+    with those three keys added."""
+
+    device: str = LOCAL
+    label: str = ""
+    seconds: float = 0.0
+
+    def initializes(self, backend: str) -> bool | None:
+        """Whether ``backend`` initializes on the device (None: it was not probed)."""
+        probe = self.backends.get(backend)
+        return None if probe is None else probe.ok
 
 
 # -- quoting ---------------------------------------------------------------------------------------

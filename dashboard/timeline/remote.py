@@ -2,8 +2,9 @@
 ``timeline`` command.
 
 The worker does the serving (``dashboard.timeline.runner``); this side checks the model before any
-process starts, makes the model available on the device (uploaded once per digest to a remote
-one), forwards the worker's events as they come, and turns the result into a ``TimelineRun``.
+process starts and runs the command through every long run's mechanism (``runtime.jobs``: the
+model sent once per digest to a remote device, the events forwarded as they come, Cancel at any
+moment, the worker reaped), then turns the result into a ``TimelineRun``.
 """
 
 from __future__ import annotations
@@ -12,26 +13,30 @@ import dataclasses
 
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
+from dashboard.runtime.jobs import Cancellation, run_command
 from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun
 from dashboard.timeline.protocol import Setup, Status, StrategyStart, TimelineArgs, TimelineEvent, TimelineRequest
 
 
 def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event=None,
-                  timeout: float | None = DEFAULT_TIMEOUT) -> TimelineRun:
+                  timeout: float | None = DEFAULT_TIMEOUT, cancel: Cancellation | None = None,
+                  digest: str | None = None) -> TimelineRun:
     """Run the comparison on ``device`` (a ``dashboard.runtime.devices.Device``): start its worker, make
-    the model available there (uploaded over the protocol to a remote device, once per digest),
-    stream the worker's events to ``on_event`` and return the finished run."""
+    the model available there (uploaded over the protocol to a remote device, once per digest;
+    ``digest`` when the caller knows it), stream the worker's events to ``on_event`` and return the
+    finished run. ``cancel`` stops it at any moment (``Cancelled`` is raised); a worker that
+    crashes, hangs past ``timeout`` or fails the run is its ``WorkerError``."""
     load_model(model_path)  # a bad model is a one-line error here, before any process starts
-    notify = on_event or (lambda message: None)
-    with device.connect() as worker:
-        remote_path = worker.send_model(model_path, file_digest(model_path),
-                                        on_event=notify)
-        result = worker.call("timeline", TimelineArgs(remote_path, options), timeout=timeout, on_event=notify)
-        hello = worker.hello.to_json() if worker.hello else {}
+    if not device.is_local:
+        digest = digest or file_digest(model_path)
+    answer = run_command(device, model_path, digest, "timeline", lambda path: TimelineArgs(path, options),
+                         timeout=timeout, on_event=on_event, cancel=cancel)
+    result = answer.value()
+    hello = answer.hello.to_json() if answer.hello else {}
     # What the target's figures were measured on, as the worker decided (``qnn.hardware``):
     # "simulator" on an x86_64 host, "npu" on a Snapdragon.
-    info = {**device.to_json(), "worker": hello, "model_path": remote_path,
+    info = {**device.to_json(), "worker": hello, "model_path": answer.model_path,
             "runtime": {"hardware": result.runtime.get("hardware")}}
     return dataclasses.replace(result, device=info, model=model_path)
 

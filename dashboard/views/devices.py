@@ -25,13 +25,13 @@ import streamlit as st
 from dashboard import access
 from dashboard.access import BROWSER
 from dashboard.errors import UserError
-from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device
+from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device, DeviceProbe
 from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views.safe import md, short
 
 _DEVICES = "devices"  # url -> Device
-_PROBES = "device_probes"  # url -> probe result dict, or {"error": one line}
+_PROBES = "device_probes"  # url -> DeviceProbe, or the one line saying why the device could not be probed
 _CURRENT = "device_current"
 _DOCTOR = "device_doctor"  # url -> DoctorReport, or the one line saying why it could not run
 PROBE_TIMEOUT = 180.0
@@ -106,15 +106,15 @@ def render() -> None:
             _doctor(url, device)
 
 
-def _probe(device: Device) -> dict:
+def _probe(device: Device) -> DeviceProbe | str:
     try:
         return device.probe(timeout=PROBE_TIMEOUT)
     except UserError as exc:
-        return {"error": str(exc)}
+        return str(exc)
 
 
 @st.cache_data(ttl=LOCAL_PROBE_TTL_S, show_spinner=False)
-def _probe_local() -> dict:
+def _probe_local() -> DeviceProbe | str:
     """This machine's probe, shared by every session: it costs a worker and three tiny sessions,
     and what this host can run does not change while the server runs."""
     return _probe(Device.parse("local"))
@@ -204,24 +204,23 @@ def _add_local_python(config: access.OperatorConfig) -> None:
             _added(device)
 
 
-def _show_probe(result: dict) -> None:
-    if "error" in result:
-        st.error(md(result["error"]), icon=":material/wifi_off:")
+def _show_probe(result: DeviceProbe | str) -> None:
+    if isinstance(result, str):
+        st.error(md(result), icon=":material/wifi_off:")
         return
-    facts = [("Host", result.get("hostname")), ("OS", result.get("os")), ("Arch", result.get("arch")),
-             ("Python", result.get("python")), ("onnxruntime", result.get("onnxruntime")),
-             ("onnxruntime-qnn", result.get("onnxruntime_qnn")), ("QNN SDK", result.get("qnn_sdk"))]
+    facts = [("Host", result.hostname), ("OS", result.os), ("Arch", result.arch), ("Python", result.python),
+             ("onnxruntime", result.onnxruntime), ("onnxruntime-qnn", result.onnxruntime_qnn),
+             ("QNN SDK", result.qnn_sdk)]
     st.markdown(" · ".join(f"{label} **{md(value or '—', 60)}**" for label, value in facts))
-    backends = result.get("backends", {})
-    rows = [{"backend": name, "initializes": "yes" if b.get("ok") else "no", "seconds": b.get("seconds"),
-             "runtime's message": short(b.get("error") or "", 300)} for name, b in backends.items()]
-    shared = result.get("shared_memory", {})
-    rows.append({"backend": "HTP shared memory (rpcmem)", "initializes": "yes" if shared.get("ok") else "no",
-                 "seconds": None, "runtime's message": short(shared.get("reason") or "", 300)})
+    rows = [{"backend": name, "initializes": "yes" if b.ok else "no", "seconds": b.seconds,
+             "runtime's message": short(b.error or "", 300)} for name, b in result.backends.items()]
+    shared = result.shared_memory
+    rows.append({"backend": "HTP shared memory (rpcmem)", "initializes": "yes" if shared and shared.ok else "no",
+                 "seconds": None, "runtime's message": short(shared.reason or "" if shared else "not probed", 300)})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    if not backends.get("gpu", {}).get("ok", True):
+    if result.initializes("gpu") is False:
         st.info(NO_GPU_NOTE, icon=":material/info:")
-    soc = result.get("soc")
+    soc = result.soc
     if soc:
         described = {k: v for k, v in soc.items() if k != "ep_devices"}
         st.markdown("**SoC** " + (" · ".join(f"{md(k)}: `{md(v, 80)}`" for k, v in described.items())
@@ -232,8 +231,8 @@ def _show_probe(result: dict) -> None:
                          hide_index=True, width="stretch")
     else:
         st.caption("HTP arch / SoC: not reported by this worker's probe.")
-    st.caption(f"Probed in {result.get('seconds', 0):.1f} s.")
-    if result.get("arch") in ("x86_64", "AMD64") and backends.get("htp", {}).get("ok"):
+    st.caption(f"Probed in {result.seconds:.1f} s.")
+    if result.arch in ("x86_64", "AMD64") and result.initializes("htp"):
         st.caption(f"HTP figures on this host are measured on the {hardware_label('simulator')}: "
                    f"{SIMULATOR_NOTE}.")
 

@@ -1,20 +1,23 @@
 """Timeline page: hot migration (seed 000) and the alternatives a user would pick, measured on the
 same workload on a real device (or this host's HTP simulator), live while it runs.
 
-While a run goes, the progress bar counts answered requests and the latency chart and Gantt of
-the strategy being served grow as the worker streams its events. Afterwards: the strategy
-comparison (table and bars), per strategy the Gantt of sessions and phases, the per-request
-latency coloured by backend with the swap marked, the events with the runtime's reasons, and
-whether outputs agreed. Runs stay in the session, download as JSON/CSV and can be compared.
-A run measured on the x86_64 HTP simulator says so next to its charts (and in the HTP's chart
-label): its latencies are the simulator's, not an NPU's.
+A run is a background job (``dashboard.views.jobs``, the same runner as a partition analysis), keyed
+by the model's digest, the options and the device: the page stays usable while it runs, leaving
+the page and coming back neither stops it nor loses it, and Cancel stops its worker at once. While
+it runs, the progress bar counts answered requests with the time elapsed and an estimate of the
+time left, and the latency chart and Gantt of the strategy being served grow as the worker
+streams its events. Afterwards: the strategy comparison (table and bars), per strategy the Gantt
+of sessions and phases, the per-request latency coloured by backend with the swap marked, the
+events with the runtime's reasons, and whether outputs agreed. Runs stay in the session, each
+shown only with its own model, download as JSON/CSV and can be compared. A run measured on the
+x86_64 HTP simulator says so next to its charts (and in the HTP's chart label): its latencies are
+the simulator's, not an NPU's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
@@ -25,21 +28,21 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import is_float_model
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
-from dashboard.runtime.protocol import ProgressEvent
+from dashboard.runtime.jobs import Job
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
-                                      TimelineOptions, TimelineRun, cached_vs_cold, events_csv, metrics_csv,
-                                      requests_csv, strategy_table)
-from dashboard.timeline.protocol import StrategyEnd, StrategyStart
+                                      StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold, events_csv,
+                                      metrics_csv, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device
-from dashboard.views import state
+from dashboard.views import jobs, state
 from dashboard.views.devices import select_device
 from dashboard.views.settings import SettingsForm
 from dashboard.views.safe import download_name, md, short
 
-_RUNS = "timeline_runs"  # [{"label": str, "data": TimelineRun JSON, "finished": UTC datetime}], oldest first
-_SHOWN = "timeline_shown"
-LIVE_REDRAW_S = 0.3
+_RUNS = "timeline_runs"  # [{"label", "data": TimelineRun JSON, "finished": UTC datetime, "digest", ...}], oldest first
+_SHOWN = "timeline_shown"  # model digest -> label of the run shown for it
+_JOB = "timeline_job"
+AGAIN = "Run the timeline again to restart."
 FAST_CHOICES = {"auto": "device's QNN GPU, else CPU EP", "cpu": "CPU EP", "gpu": "QNN GPU"}
 POLICY_TITLES = {"always": "always swap once warm (seed behaviour)",
                  "if_faster": "swap only if the warmed target is measured faster"}
@@ -48,6 +51,7 @@ POLICY_TITLES = {"always": "always swap once warm (seed behaviour)",
 def session_runs(model_path: str) -> Callable[[], list[TimelineRun]]:
     """The timeline runs this session has of the model at ``model_path`` (for the HTML report and
     Compare), as a function that reads them when called (see ``partitions.session_reports``)."""
+    collect()
     store: list = st.session_state.setdefault(_RUNS, [])
     return lambda: [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
                     for r in list(store) if r["data"].get("model") == model_path]
@@ -68,8 +72,9 @@ def render() -> None:
         options = None
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
-        _run(device, selected, options)
-    _results()
+        _start(device, selected, options)
+    _progress(selected)
+    _results(selected)
 
 
 # -- knobs -------------------------------------------------------------------------------------------
@@ -109,56 +114,91 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
                          warmup_runs=int(warmup), shared_memory=shared, atol=float(atol), rtol=float(rtol))
 
 
-# -- a live run --------------------------------------------------------------------------------------
-def _run(device, selected, options: TimelineOptions) -> None:
-    live = LiveRun(options)
-    progress = st.progress(0.0, text=f"Starting the worker on {device.label}…")
-    gantt_box, chart_box = st.empty(), st.empty()
-    redraw = {"at": 0.0, "n": 0}
+# -- a run in the background ------------------------------------------------------------------------
+def run_key(digest: str, options: TimelineOptions, device) -> str:
+    """What a run computes: the model (by digest), the options and the device."""
+    return f"{digest}|{json.dumps(options.to_json(), sort_keys=True)}|{device.url}"
 
-    def on_event(message: ProgressEvent) -> None:
-        live.feed(message)
-        now = time.monotonic()
-        if not isinstance(message, (StrategyStart, StrategyEnd)) and now - redraw["at"] < LIVE_REDRAW_S:
-            return
-        redraw["at"] = now
-        redraw["n"] += 1
-        progress.progress(live.fraction, text=f"{live.answered}/{live.total} requests answered · {md(live.status)}")
-        strategy = live.strategies.get(live.current)
-        if strategy is None:
-            return
-        labels = backend_labels(live.fast, live.target)
-        end = max([e.t for e in strategy.events] + [r.end or 0.0 for r in strategy.requests] + [0.0])
-        gantt_box.plotly_chart(gantt(strategy, labels, end=end), key=f"tl_live_gantt_{redraw['n']}")
-        chart_box.plotly_chart(latency_scatter(strategy, labels), key=f"tl_live_lat_{redraw['n']}")
 
-    try:
-        result = run_on_device(device, selected.path, options, on_event=on_event, timeout=options.timeout)
-    except UserError as exc:
-        progress.empty()
-        st.error(f"The run failed: {md(exc)}", icon=":material/error:")
+def _start(device, selected, options: TimelineOptions) -> Job:
+    """The run as the page's job (one at a time: a run still going is cancelled first). Its result
+    is the session's entry for the run, labelled when it is collected."""
+
+    def work(on_event, cancel) -> dict:
+        run = run_on_device(device, selected.path, options, on_event=on_event, timeout=options.timeout, cancel=cancel,
+                            digest=selected.digest)
+        return {"data": run.to_json(), "finished": datetime.now(timezone.utc), "digest": selected.digest,
+                "name": selected.name, "device": device.label}
+
+    return jobs.start(_JOB, run_key(selected.digest, options, device),
+                      f"Timeline of {short(selected.name, 40)} on {device.label}", work, tracker=LiveRun(options))
+
+
+def collect() -> None:
+    """The finished job's run into the session's runs, once, as the run shown for its model. Called
+    by every page (through the report's ``session_runs``), so a run that ends while the user is on
+    another page is kept all the same."""
+    job = jobs.current(_JOB)
+    if job is None or not job.done or job.result is None:
         return
-    finally:
-        gantt_box.empty()
-        chart_box.empty()
-    progress.progress(1.0, text=f"Done: {live.answered}/{live.total} requests answered")
     runs: list = st.session_state.setdefault(_RUNS, [])
-    label = f"#{len(runs) + 1} {short(selected.name, 40)} · {device.label} · {datetime.now():%H:%M:%S}"
-    runs.append({"label": label, "data": result.to_json(), "finished": datetime.now(timezone.utc)})
-    st.session_state[_SHOWN] = label
+    entry = job.result
+    if any(r is entry for r in runs):
+        return
+    entry["label"] = (f"#{len(runs) + 1} {short(entry['name'], 40)} · {entry['device']} · "
+                      f"{entry['finished'].astimezone():%H:%M:%S}")
+    runs.append(entry)
+    st.session_state.setdefault(_SHOWN, {})[entry["digest"]] = entry["label"]
+
+
+def _progress(selected) -> None:
+    """The page's job: running (also one of another model: its title names it), with its live
+    chart and Cancel; finished, its run collected before the runs are drawn (one reading of
+    ``done``: a job that ends while the page is drawn is either still running here, and its
+    fragment reruns the page, or collected), and for this model how it ended."""
+    job = jobs.current(_JOB)
+    if job is None:
+        return
+    if not job.done:
+        jobs.show(_JOB, _live)
+        return
+    collect()
+    if not job.key.startswith(f"{selected.digest}|"):
+        return
+    if job.result is None:
+        jobs.outcome(job, AGAIN)
+    elif job.count is not None:
+        st.caption(f"Done: {job.count[0]}/{job.count[1]} requests answered in {jobs.duration(job.elapsed)}.")
+
+
+def _live(job: Job) -> None:
+    """The strategy being served, as it streams in: its Gantt and per-request latency."""
+    live: LiveRun = job.tracker
+    streaming = live.strategies.get(live.current) if live.current else None
+    if streaming is None:
+        return
+    # A copy: the job's thread appends to the run while this draws it.
+    strategy = StrategyRun(name=streaming.name, backends=dict(streaming.backends), events=list(streaming.events),
+                           requests=list(streaming.requests))
+    labels = backend_labels(live.fast, live.target)
+    end = max([e.t for e in strategy.events] + [r.end or 0.0 for r in strategy.requests] + [0.0])
+    st.plotly_chart(gantt(strategy, labels, end=end), key="tl_live_gantt")
+    st.plotly_chart(latency_scatter(strategy, labels), key="tl_live_lat")
 
 
 # -- results -----------------------------------------------------------------------------------------
-def _results() -> None:
-    runs: list = st.session_state.get(_RUNS, [])
+def _results(selected) -> None:
+    """The runs of the selected model (never another model's), the one picked last shown."""
+    runs = [r for r in st.session_state.get(_RUNS, []) if r.get("digest") == selected.digest]
     if not runs:
         st.info("No run yet: pick the strategies and workload, then **Run timeline**.", icon=":material/timeline:")
         return
     labels = [r["label"] for r in runs]
-    shown = st.session_state.get(_SHOWN, labels[-1])
-    label = st.selectbox("Run", labels, index=labels.index(shown) if shown in labels else len(labels) - 1,
-                         key="tl_shown_pick")
-    st.session_state[_SHOWN] = label
+    shown: dict = st.session_state.setdefault(_SHOWN, {})
+    pick = f"tl_shown_pick_{selected.digest}"
+    st.session_state[pick] = shown.get(selected.digest) if shown.get(selected.digest) in labels else labels[-1]
+    label = st.selectbox("Run", labels, key=pick, on_change=_picked, args=(selected.digest, pick))
+    shown[selected.digest] = label
     entry = next(r for r in runs if r["label"] == label)
     data = entry["data"]
     run = dataclasses.replace(TimelineRun.from_json(data), label=label)
@@ -167,9 +207,13 @@ def _results() -> None:
     _comparison(run)
     _strategies(run)
     _shared_memory(run)
-    _downloads(run, data, state.require_model().path, entry.get("finished"))
+    _downloads(run, data, selected.path, entry.get("finished"))
     if len(runs) > 1:
-        _compare_runs(runs)
+        _compare_runs(runs, selected.digest)
+
+
+def _picked(digest: str, key: str) -> None:
+    st.session_state.setdefault(_SHOWN, {})[digest] = st.session_state[key]
 
 
 def _simulator_note(run: TimelineRun) -> None:
@@ -297,10 +341,10 @@ def _downloads(run: TimelineRun, data: dict, model_path: str, when: datetime | N
                                icon=":material/download:", key=key, on_click="ignore")
 
 
-def _compare_runs(runs: list[dict]) -> None:
+def _compare_runs(runs: list[dict], digest: str) -> None:
     st.subheader("Compare runs", anchor=False)
     labels = [r["label"] for r in runs]
-    picked = st.multiselect("Runs", labels, default=labels[-2:], key="tl_compare")
+    picked = st.multiselect("Runs", labels, default=labels[-2:], key=f"tl_compare_{digest}")
     chosen = [dataclasses.replace(TimelineRun.from_json(r["data"]), label=r["label"])
               for r in runs if r["label"] in picked]
     if len(chosen) < 2:
