@@ -31,7 +31,7 @@ from dashboard.partition.plans import build_plans, plan_graph
 from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (FAILED, MEASURED, PREDICTED, BackendReport, PartitionReport, classify_nodes,
                                         failed, measured_backends)
-from dashboard.runtime.client import WorkerGroup
+from dashboard.partition.root_causes import INPUT
 from dashboard.runtime.config import SessionConfig
 from dashboard.runtime.knobs import TIMEOUTS, Settings, ref
 from dashboard.runtime.protocol import ProgressEvent
@@ -289,11 +289,12 @@ def _backend_reports(result: PartitionResult | None, crash: str | None, options:
             report.suggestion = suggestion_for(report.error, options, graph)
         elif report.status in (MEASURED, PREDICTED):
             shapeless = sum(1 for n in report.nodes.values() if n.reason and "Cannot get shape" in n.reason)
-            if shapeless and report.root_causes:  # sizes born inside the graph: no setting fixes those
-                origins = ", ".join(f"{c.node} [{c.op_type}]" for c in report.root_causes[:3])
+            inside = [c for c in report.root_causes if c.op_type != INPUT]  # sizes born in the graph: no
+            if shapeless and inside:                                          # setting fixes those
+                origins = ", ".join(f"{c.node} [{c.op_type}]" for c in inside[:3])
                 report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes, {report.shape_failures} "
                                      f"of them because of {len(report.root_causes)} root cause(s) ({origins}"
-                                     f"{', ...' if len(report.root_causes) > 3 else ''}): fix those first, "
+                                     f"{', ...' if len(inside) > 3 else ''}): fix those first, "
                                      "as each root cause's fix says")
             elif shapeless:
                 report.suggestion = (f"{shapeless} node(s) were refused for unknown shapes: "
