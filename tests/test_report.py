@@ -4,6 +4,7 @@ and offered on every page."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -69,6 +70,88 @@ def test_the_report_holds_every_section_and_escapes_model_text(tmp_path):
     assert document.count("<svg") == 3  # class shares and both plans' strips
     assert "No timeline run in this report" in document and "plotly" not in document.lower()  # no charts, no JS
     assert not external_references(document)
+
+
+# Built as the dashboard builds it: in a process that imported Streamlit, whose import makes
+# plotly's default template its own (a placeholder colourway, #000001, #000002, ...).
+AS_THE_DASHBOARD = r"""
+import sys
+import streamlit  # noqa: F401
+import plotly.io as pio
+from dashboard.classify.ep_rules import classify_ep
+from dashboard.classify.refined import classify_refined
+from dashboard.intake.reader import load_model
+from dashboard.render.report import ReportInput, build_html
+from dashboard.timeline.model import Event, Request, StrategyRun, TimelineRun
+
+assert pio.templates.default == "streamlit", pio.templates.default
+events = [Event(0.0, "session_create_start", "cpu"), Event(0.01, "session_create_end", "cpu"),
+          Event(0.01, "serve_start", "cpu"), Event(0.02, "session_create_start", "htp"),
+          Event(0.2, "session_create_end", "htp"), Event(0.35, "swap", "htp"), Event(0.36, "drain_end", "cpu"),
+          Event(0.6, "workload_end", "htp")]
+requests = [Request(0, 0.0, 0.01, 0.02, "cpu", True), Request(1, 0.1, 0.1, 0.102, "cpu", True),
+            Request(2, 0.4, 0.4, 0.405, "htp", True), Request(3, 0.5, 0.5, 0.504, "htp", True)]
+strategies = {name: StrategyRun(name, {"fast": "cpu", "target": "htp"}, events=events, requests=requests,
+                                expected_requests=4) for name in ("fast", "migrate")}
+run = TimelineRun(device={"label": "local"}, model=sys.argv[1], options={}, workload={"requests": 4, "rate": 10},
+                  strategies=strategies, fast={"backend": "cpu", "label": "CPU EP"},
+                  target={"backend": "htp", "label": "QNN HTP"}, label="a run")
+graph = load_model(sys.argv[1])
+sys.stdout.write(build_html(ReportInput("cnn", sys.argv[1], "digest", graph,
+                                        (classify_ep(graph), classify_refined(graph)), [], [run])))
+"""
+
+
+def figures(document: str) -> list[dict]:
+    """The layouts of the report's plotly figures, as plotly.js receives them."""
+    decoder, found = json.JSONDecoder(), []
+    for match in re.finditer(r"Plotly\.newPlot\(\s*['\"][^'\"]+['\"],\s*", document):
+        data, end = decoder.raw_decode(document, match.end())
+        layout, _ = decoder.raw_decode(document, end + len(re.match(r"\s*,\s*", document[end:]).group()))
+        found.append({"data": data, "layout": layout})
+    return found
+
+
+def test_a_report_made_where_streamlit_is_imported_draws_in_colour_with_room_for_its_labels():
+    sample = PROJECT_ROOT / "samples" / "cnn_classifier.onnx"
+    done = subprocess.run([sys.executable, "-c", AS_THE_DASHBOARD, str(sample)], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = done.stdout
+    charts = figures(document)
+    assert len(charts) == 5  # the comparison, and Gantt + latency per strategy
+    for chart in charts:
+        text = json.dumps(chart)
+        assert not re.search(r"#0000[0-9a-f]{2}\b", text, re.I), "a placeholder colour of Streamlit's template"
+        layout = chart["layout"]
+        assert layout["template"]["layout"]["colorway"][0].startswith("#")
+        assert layout["xaxis"]["automargin"] is True and layout["yaxis"]["automargin"] is True
+    # Signals read as people write numbers: a float32 threshold of 0.05 is 0.05.
+    assert "0.05000000074505806" not in document and "0.30000001192092896" not in document
+    assert re.search(r"threshold 0\.05\)", document)
+    assert "Sizes are in binary units" in document and " MB<" not in document
+
+
+def test_a_partition_section_is_titled_by_model_and_settings_not_by_dimension_expressions(tmp_path):
+    """Only the graph inputs' dimensions are settings: a derived dimension (an output shape's
+    expression) the analysis resolved is neither the section's title nor a row of its settings."""
+    import dataclasses
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    hostile_path = hostile(tmp_path)
+    report = analyze(hostile_path, PartitionOptions(backends=("htp",)))
+    derived = "floor(floor(height/2 - 1/2)/2\n - 1/2) + 1"
+    report = dataclasses.replace(report, dims={"batch": 3, derived: 56})
+    document = build_html(ReportInput("dyn.onnx", str(path), file_digest(path), load_model(path), None, [report]))
+    section = document.split("<section id='partitions'>")[1].split("</section>")[0]
+    headings = re.findall(r"<h3>(.*?)</h3>", section, flags=re.S)
+    assert len(headings) == 1 and headings[0].startswith("dyn.onnx · HTP · device "), headings
+    assert "fp16 " in headings[0] and "floor" not in headings[0] and "batch" not in headings[0]
+    assert "<td>batch</td><td>3</td>" in document and "floor(" not in document
 
 
 def cli(*args, timeout=900) -> subprocess.CompletedProcess:

@@ -48,7 +48,7 @@ def _timeline_progress(event: ProgressEvent) -> None:
 def run(args: argparse.Namespace) -> int:
     from dashboard.classify.ep_rules import classify_ep
     from dashboard.classify.refined import classify_refined
-    from dashboard.render.report import ReportInput, build_html
+    from dashboard.render.report import ReportInput, binary_size, build_html
     from dashboard.runtime.client import WorkerError
     from dashboard.runtime.devices import Device
     from dashboard.timeline.remote import run_on_device
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         out.write_text(document, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{args.out}: cannot write the report ({exc.strerror or exc})") from None
-    print(f"{out} ({len(document) / 1e6:.1f} MB): classifier {classifications[1].verdict}, "
+    print(f"{out} ({binary_size(len(document.encode()))}): classifier {classifications[1].verdict}, "
           f"{len(partition.node_order)} nodes partitioned on {partition.device}"
           + (f", timeline of {len(timelines[0].strategies)} strategies" if timelines else "")
           + (", timeline failed (see the report)" if timeline_error else ""))

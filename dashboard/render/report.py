@@ -41,6 +41,8 @@ padding:0 .55rem;font-size:.82rem;margin-left:.3rem}.measured{background:#d9f2e0
 padding:.5rem .8rem;margin:.8rem 0}.error{background:#fdecea;border-left:4px solid #d62728;padding:.5rem .8rem}
 .cards{display:flex;gap:1rem;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:.5rem;padding:.7rem 1rem;
 flex:1 1 260px}code{font-size:.85rem}nav a{margin-right:1rem}
+table.signals td:not(:last-child),table.signals th:not(:last-child){white-space:nowrap}
+table.signals td:last-child{min-width:18rem}
 """
 
 
@@ -56,7 +58,11 @@ class ReportInput:
     partitions: list[PartitionReport] = field(default_factory=list)
     timelines: list[TimelineRun] = field(default_factory=list)
     timeline_error: str | None = None  # why the timeline asked for could not run (the rest still reports)
-    generated: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    generated: datetime = field(default_factory=lambda: datetime.now(timezone.utc))  # also in the file's name
+
+
+REPORT_TEMPLATE = "plotly_white"  # explicit: importing Streamlit makes plotly's default its own "streamlit"
+SIZE_NOTE = "Sizes are in binary units: 1 KiB = 1,024 bytes, 1 MiB = 1,048,576 bytes."
 
 
 def esc(value: object) -> str:
@@ -68,7 +74,7 @@ def build_html(data: ReportInput) -> str:
     sections = [("model", "Model", _model(data))]
     if data.classifications:
         sections.append(("classifier", "Classifier evidence", _classifier(*data.classifications)))
-    sections.append(("partitions", "Partitions", "".join(_partition(r) for r in data.partitions)
+    sections.append(("partitions", "Partitions", "".join(_partition(r, data) for r in data.partitions)
                      or "<p class='muted'>No partition analysis in this report.</p>"))
     sections.append(("timeline", "Timeline", _timelines(data.timelines, data.timeline_error)))
     nav = "".join(f"<a href='#{key}'>{esc(title)}</a>" for key, title, _ in sections)
@@ -79,7 +85,7 @@ def build_html(data: ReportInput) -> str:
             f"<title>QNN Backend Lab report: {esc(data.name)}</title><style>{STYLE}</style>{plotly_js}</head><body>"
             f"<h1>QNN Backend Lab report: {esc(data.name)}</h1>"
             f"<p class='muted'>Generated {data.generated:%Y-%m-%d %H:%M:%S} UTC · model digest "
-            f"<code>{esc(data.digest)}</code></p><nav>{nav}</nav>{body}</body></html>")
+            f"<code>{esc(data.digest)}</code> · {esc(SIZE_NOTE)}</p><nav>{nav}</nav>{body}</body></html>")
 
 
 def _plotly_js() -> str:
@@ -88,19 +94,35 @@ def _plotly_js() -> str:
     return f"<script type='text/javascript'>{get_plotlyjs()}</script>"
 
 
-def _table(headers: list[str], rows: list[list[object]], raw: set[int] = frozenset()) -> str:
+def binary_size(count: int | None) -> str:
+    """``1536`` -> ``1.5 KiB``: the report's one size convention (powers of 1024, named so)."""
+    text = human_bytes(count)
+    number, _, unit = text.partition(" ")
+    return text if unit in ("", "B") else f"{number} {unit[0]}iB"
+
+
+def number(value: object) -> str:
+    """A value as a person reads it: floats to four significant digits (a float32 threshold of
+    0.05 reads ``0.05``, not ``0.05000000074505806``); anything else as it is."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "—" if value is None else str(value)
+
+
+def _table(headers: list[str], rows: list[list[object]], raw: set[int] = frozenset(), css: str = "") -> str:
     """An HTML table; every cell escaped except the columns in ``raw`` (markup built here)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell if i in raw else esc(cell)}</td>" for i, cell in enumerate(row))
                    + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    klass = f" class='{css}'" if css else ""
+    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 # -- model ------------------------------------------------------------------------------------------
 def _model(data: ReportInput) -> str:
     graph = data.graph
-    facts = [["file", data.path], ["nodes", f"{len(graph.nodes):,}"], ["file size", human_bytes(graph.file_bytes)],
-             ["weights", human_bytes(graph.weight_bytes)], ["producer", graph.producer or "—"],
+    facts = [["file", data.path], ["nodes", f"{len(graph.nodes):,}"], ["file size", binary_size(graph.file_bytes)],
+             ["weights", binary_size(graph.weight_bytes)], ["producer", graph.producer or "—"],
              ["opsets", ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in graph.opsets.items())]]
     inputs = [[t.name, t.dtype, t.shape_text()] for t in graph.inputs]
     outputs = [[t.name, t.dtype, t.shape_text()] for t in graph.outputs]
@@ -136,27 +158,25 @@ def _signals(result: Classification) -> str:
     rows = []
     for sig in result.signals:
         status = "not reached" if not sig.reached else "fired" if sig.fired else "not fired"
-        measured = "" if sig.value is None else f"{sig.value} (threshold {sig.threshold})"
+        measured = "" if sig.value is None else f"{number(sig.value)} (threshold {number(sig.threshold)})"
         rows.append([sig.name, status, sig.side, f"{sig.weight:g}", f"{sig.score:g}", measured,
-                     "; ".join(str(e) for e in sig.evidence)])
-    return _table(["signal", "status", "side", "weight", "score", "measured", "evidence"], rows)
+                     "; ".join(number(e) for e in sig.evidence)])
+    return _table(["signal", "status", "side", "weight", "score", "measured", "evidence"], rows, css="signals")
 
 
 # -- partitions --------------------------------------------------------------------------------------
-def _partition(report: PartitionReport) -> str:
-    """A partition report's section; the settings its hints name are worded as the pages' fields
-    (the document is the dashboard's, whichever front end wrote it)."""
+def _partition(report: PartitionReport, data: ReportInput) -> str:
+    """A partition report's section, titled by the model and its settings; the settings its hints
+    name are worded as the pages' fields (the document is the dashboard's, whichever front end wrote it)."""
     from dashboard.partition.analysis import worded
     from dashboard.runtime.knobs import PAGE
 
     report = worded(report, PAGE)
     options = report.options
-    knobs = [f"device {report.device or 'local'}", f"fp16 {'on' if options.fp16 else 'off'}",
-             f"SoC {options.soc or '—'}", f"optimization level {options.optimization_level}",
-             "dims " + (", ".join(f"{k}={v}" for k, v in report.dims.items()) or "none")]
-    if options.shapes:
-        knobs.append("input shapes " + ", ".join(f"{k}={list(v)}" for k, v in options.shapes.items()))
-    out = [f"<h3>{esc(' · '.join(knobs))}</h3>", "<div class='cards'>"]
+    title = " · ".join([data.name, "+".join(b.upper() for b in report.backends) or "no backend",
+                        f"device {report.device or 'local'}", f"fp16 {'on' if options.fp16 else 'off'}",
+                        f"SoC {options.soc or 'default'}", f"optimization level {options.optimization_level}"])
+    out = [f"<h3>{esc(title)}</h3>", _input_settings(report, data.graph), "<div class='cards'>"]
     out += [_backend_card(name, backend) for name, backend in report.backends.items()]
     out.append("</div>")
     if report.classes.note:
@@ -176,6 +196,15 @@ def _partition(report: PartitionReport) -> str:
             rows) + "</details>")
     out += [f"<p class='muted'>Note: {esc(note)}</p>" for note in report.notes]
     return "".join(out)
+
+
+def _input_settings(report: PartitionReport, graph: ModelGraph) -> str:
+    """The shape settings of the analysis as a table: the graph inputs' dimensions (what a user
+    sets) and explicit input shapes; dimensions that only name derived shapes are not settings."""
+    own = {dim for tensor in graph.inputs for dim in tensor.symbolic_dims}
+    rows = [[name, value] for name, value in report.dims.items() if name in own]
+    rows += [[f"shape of {name}", str(list(shape))] for name, shape in report.options.shapes.items()]
+    return _table(["input setting", "value"], rows) if rows else "<p class='muted'>No input dimension to set.</p>"
 
 
 def _backend_card(name: str, backend) -> str:
@@ -285,7 +314,7 @@ def _timeline(run: TimelineRun) -> str:
         out.append(f"<div class='note'><b>Simulator latency is not NPU latency.</b> {esc(SIMULATOR_NOTE)}. A run "
                    "on a Snapdragon device measures the NPU itself.</div>")
     rows = [[r["title"], r["backends"], _ms(r["first_response_s"]), _ms(r["swap_at_s"]), _ms(r["p50_before_s"]),
-             _ms(r["p50_after_s"]), _ms(r["p99_s"]), r["throughput_rps"], r["failed"]] for r in strategy_table(run)]
+             _ms(r["p50_after_s"]), _ms(r["p99_s"]), number(r["throughput_rps"]), r["failed"]] for r in strategy_table(run)]
     out.append(_table(["strategy", "backends", "first response", "swap at", "p50 before", "p50 after", "p99",
                        "req/s", "failed"], rows))
     out.append(_figure(strategy_bars([(run.label, run)])))
@@ -297,6 +326,14 @@ def _timeline(run: TimelineRun) -> str:
 
 
 def _figure(fig) -> str:
+    """A chart as it should look whatever plotly's default template is (the dashboard's Streamlit
+    makes it one whose placeholder colours would leak in): an explicit template, and margins that
+    grow to fit the axis and Gantt labels instead of the figures' tight on-page ones."""
+    import plotly.io as pio
+
+    fig.update_layout(template=pio.templates[REPORT_TEMPLATE], margin_autoexpand=True)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
 
 

@@ -7,6 +7,8 @@ produced, and the timeline runs; it is built only when the button is clicked.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from dashboard.views.safe import download_name
 
 
@@ -33,10 +35,12 @@ def sidebar_download() -> None:
         from dashboard.render.report import ReportInput, build_html
 
         return build_html(ReportInput(selected.name, selected.path, selected.digest, graph,
-                                      (classify_ep(graph), classify_refined(graph)), reports(), runs()))
+                                      (classify_ep(graph), classify_refined(graph)), reports(), runs(),
+                                      generated=when))
 
+    when = datetime.now(timezone.utc)  # one time for the file's name and its "Generated" line
     with st.sidebar:
-        st.download_button("Report (HTML)", build, file_name=download_name(selected.path, "report", "html"),
+        st.download_button("Report (HTML)", build, file_name=download_name(selected.path, "report", "html", when),
                            mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
                            help="One self-contained file: classifier evidence, and the partition analyses "
                                 "and timeline runs of this model from this session.")
