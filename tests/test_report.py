@@ -254,3 +254,15 @@ def test_every_page_offers_the_report_and_the_classifier_its_json(tmp_path, name
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Report (HTML)" in labels
     assert ("Download both classifications (JSON)" in labels) == (name == "classifier")
+
+
+def test_the_downloaded_file_is_named_with_the_time_the_report_says_it_was_generated(tmp_path):
+    from dashboard.views.report import report_file
+    from dashboard.views.state import SelectedModel
+
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    selected = SelectedModel(str(path), "rejects", file_digest(path), "path")
+    name, build = report_file(selected, load_model(path), list, list)
+    stamp = re.search(r"-report-(\d{8}T\d{6}Z)\.html$", name).group(1)
+    generated = re.search(r"Generated (\S+ \S+) UTC", build()).group(1)
+    assert generated.replace("-", "").replace(" ", "T").replace(":", "") + "Z" == stamp

@@ -7,6 +7,7 @@ produced, and the timeline runs; it is built only when the button is clicked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from dashboard.views.safe import download_name
@@ -14,7 +15,7 @@ from dashboard.views.safe import download_name
 
 def sidebar_download() -> None:
     """The report of the selected model with what this session has for it, as a sidebar download
-    on every page. The HTML (plotly.js included, about 5 MB) is built only when clicked, on
+    on every page. The HTML (plotly.js included, about 5 MiB) is built only when clicked, on
     Streamlit's download thread, with what the session has by then (an analysis this run finishes
     included). Like every download here it does not rerun the page (``on_click="ignore"``): a
     download changes nothing the page shows."""
@@ -29,6 +30,21 @@ def sidebar_download() -> None:
     reports = partitions.session_reports(selected.digest)
     runs = timeline.session_runs(selected.path)
 
+    file_name, build = report_file(selected, graph, reports, runs)
+    with st.sidebar:
+        st.download_button("Report (HTML)", build, file_name=file_name,
+                           mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
+                           help="One self-contained file: classifier evidence, and the partition analyses "
+                                "and timeline runs of this model from this session.")
+
+
+def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[], list],
+                when: datetime | None = None) -> tuple[str, Callable[[], str]]:
+    """The download's file name and the function that builds its HTML, both stamped with one time
+    (the file's name is fixed when the button is drawn, so the report says that time too, not
+    the later click's)."""
+    when = when or datetime.now(timezone.utc)
+
     def build() -> str:
         from dashboard.classify.ep_rules import classify_ep
         from dashboard.classify.refined import classify_refined
@@ -38,9 +54,4 @@ def sidebar_download() -> None:
                                       (classify_ep(graph), classify_refined(graph)), reports(), runs(),
                                       generated=when))
 
-    when = datetime.now(timezone.utc)  # one time for the file's name and its "Generated" line
-    with st.sidebar:
-        st.download_button("Report (HTML)", build, file_name=download_name(selected.path, "report", "html", when),
-                           mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
-                           help="One self-contained file: classifier evidence, and the partition analyses "
-                                "and timeline runs of this model from this session.")
+    return download_name(selected.path, "report", "html", when), build
