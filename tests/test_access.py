@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, running_app, stop_process
@@ -273,6 +274,47 @@ def test_a_foreign_origin_makes_no_outside_request(tmp_path):
         assert listener.requests == []
     finally:
         listener.close()
+
+
+def test_no_page_makes_the_browser_request_anything_outside(tmp_path):
+    """Every page, opened in Chromium as a user would (from the sidebar links), with each request
+    that leaves this machine refused and counted: the pages' icons, fonts and the tab's icon
+    come from the app (a ``:material/...:`` page icon made one fetch from fonts.gstatic.com per
+    page). The tab icon's address is checked too, for browsers that load it later or not at all."""
+    from playwright.sync_api import sync_playwright
+
+    from e2e_helpers import open_page, wait_for_idle
+    from dashboard.views.frame import PAGES
+
+    require_chromium()
+    outside: list[str] = []
+
+    def route(handler_route):
+        url = handler_route.request.url
+        if url.startswith(("data:", "blob:", "about:")) or urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
+            handler_route.continue_()
+        else:
+            outside.append(url)
+            handler_route.abort()
+
+    with running_app("--model", SAMPLE) as app, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page()
+            page.route("**/*", route)
+            app.open(page)
+            wait_for_idle(page)
+            icons = {}
+            for spec in PAGES:
+                open_page(page, spec.title)
+                icons[spec.title] = page.evaluate(
+                    "[...document.querySelectorAll(\"link[rel~='icon']\")].map(link => link.href)")
+        finally:
+            browser.close()
+    assert outside == []
+    assert len(icons) == len(PAGES) and all(icons.values()), icons
+    for title, hrefs in icons.items():
+        assert all(href.startswith("data:") or urlsplit(href).hostname == "127.0.0.1" for href in hrefs), (title, hrefs)
 
 
 # -- another user of this machine ---------------------------------------------------------------------

@@ -24,6 +24,13 @@ from dashboard.runtime.client import WorkerGroup
 from dashboard.views import intake, report
 
 APP_TITLE = "QNN Backend Lab"
+# The tab's icon, a chip, as SVG markup: Streamlit inlines it as a data: URL. A ``:material/...:``
+# page icon is not drawn from the bundled icon font like the buttons' icons but fetched as an SVG
+# from fonts.gstatic.com on every page, and the dashboard makes no outside request.
+PAGE_ICON = ("<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'><g fill='none' stroke='#d62728' "
+             "stroke-width='2'><rect x='6' y='6' width='12' height='12' rx='1.5'/><path d='M9 2v4M15 2v4M9 18v4"
+             "M15 18v4M2 9h4M2 15h4M18 9h4M18 15h4'/></g><rect x='9.5' y='9.5' width='5' height='5' "
+             "fill='#d62728'/></svg>")
 
 
 @dataclass(frozen=True)
@@ -57,7 +64,7 @@ def _session_workers() -> WorkerGroup:
 def page(title: str) -> None:
     """Set up the page called ``title``: config, the navigation links and the model picker;
     workers started by this run belong to the session (``_session_workers``)."""
-    st.set_page_config(layout="wide", page_title=f"{title} · {APP_TITLE}", page_icon=":material/memory:")
+    st.set_page_config(layout="wide", page_title=f"{title} · {APP_TITLE}", page_icon=PAGE_ICON)
     require_gate()
     _session_workers().make_current()
     with st.sidebar:
