@@ -41,8 +41,8 @@ padding:0 .55rem;font-size:.82rem;margin-left:.3rem}.measured{background:#d9f2e0
 padding:.5rem .8rem;margin:.8rem 0}.error{background:#fdecea;border-left:4px solid #d62728;padding:.5rem .8rem}
 .cards{display:flex;gap:1rem;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:.5rem;padding:.7rem 1rem;
 flex:1 1 260px}code{font-size:.85rem}nav a{margin-right:1rem}
-table.signals td:not(:last-child),table.signals th:not(:last-child){white-space:nowrap}
-table.signals td:last-child{min-width:18rem}
+table.signals td:nth-child(-n+5),table.signals th:nth-child(-n+5){white-space:nowrap}
+table.signals td:nth-child(6){min-width:12rem}table.signals td:last-child{width:45%;min-width:18rem}
 """
 
 
