@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_partition_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument("--snippet", nargs="?", const="htp", choices=("htp", "gpu"), metavar="BACKEND",
+                        help="print a Python snippet that builds this analysis' session of BACKEND (default htp) "
+                             "with the same session and provider options, and exit without analysing")
     parser.set_defaults(run=run)
 
 
@@ -86,6 +89,11 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.snippet:
+        from dashboard.partition.snippet import model_snippet
+
+        print(model_snippet(args.model, options_from_args(args), args.snippet), end="")
+        return 0
     report = analyze_from_args(args, quiet=args.json)
     from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
     from dashboard.runtime.knobs import CLI, words

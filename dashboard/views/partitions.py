@@ -33,6 +33,7 @@ from dashboard.partition.analysis import analyze
 from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED, PREDICTED, REMOVED, PartitionReport,
                                         claims, op_type_table)
+from dashboard.partition.snippet import report_snippet
 from dashboard.render import partition_graph as graph_render
 from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import TERMS, Settings
@@ -93,6 +94,7 @@ def render() -> None:
     with rules_tab:
         _rule_table()
     _node_details(report, graph)
+    _snippet(report)
     for note in report.notes:
         st.caption(f"Note: {md(page_words(note))}")
     st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
@@ -415,6 +417,22 @@ def _first_node(report: PartitionReport) -> str:
                and not (htp and n in htp.nodes and htp.nodes[n].status == REMOVED)]
     refused = [n for n in running if htp and n in htp.nodes and not htp.nodes[n].supported]
     return (refused or running or report.node_order)[0]
+
+
+def _snippet(report: PartitionReport) -> None:
+    """The session of this analysis as Python to paste into a script (``partition.snippet``)."""
+    backends = [b for b in ("htp", "gpu") if b in report.backends] or ["htp"]
+    with st.expander("Reproduce outside the dashboard: the same session in Python", icon=":material/code:"):
+        backend = st.radio("Backend", backends, horizontal=True, key="pt_snippet_backend",
+                           format_func=str.upper) if len(backends) > 1 else backends[0]
+        try:
+            code = report_snippet(report, backend)
+        except UserError as exc:
+            st.error(md(page_words(str(exc))), icon=":material/error:")
+            return
+        st.caption("The session and provider options this analysis used (its op trace, which writes files, "
+                   "left out). Also: `python -m dashboard partition MODEL --snippet` with the same settings.")
+        st.code(code, language="python")
 
 
 def _rule_table() -> None:
