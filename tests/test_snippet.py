@@ -124,3 +124,21 @@ def test_the_snippet_creates_the_session_on_the_htp_simulator(tmp_path):
     # HTP claims all but erf0, in two QNN subgraphs (partition_models.named_chain_model)
     assert len(qnn_lines) == 2 and sum(int(line.split()[1]) for line in qnn_lines) == 4
     assert "erf0" not in " ".join(qnn_lines)
+
+
+def test_the_page_shows_the_snippet_of_the_analysis():
+    from streamlit.testing.v1 import AppTest
+    from test_blockers import report
+
+    def script(data):
+        from dashboard.partition.report import PartitionReport
+        from dashboard.views.partitions import _snippet
+
+        _snippet(PartitionReport.from_json(data))
+
+    at = AppTest.from_function(script, args=(report().to_json(),)).run()
+    assert not at.exception
+    code = at.code[0].value
+    assert constants(code)["MODEL"] == "m.onnx" and "add_provider_for_devices" in code
+    at.radio[0].set_value("gpu").run()
+    assert constants(at.code[0].value)["PROVIDER_OPTIONS"]["backend_type"] == "gpu"
