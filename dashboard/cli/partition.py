@@ -140,7 +140,7 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
             counts = claims(report, name)
             where = f" in {backend.qnn_subgraphs} QNN subgraph(s)" if backend.status == "measured" else ""
             lines.append(f"  {'claims' if backend.status == 'measured' else 'would claim'} {counts.claimed}/"
-                         f"{counts.executed} executed nodes{where}; refuses {counts.refused}"
+                         f"{counts.executed} nodes{where}; refuses {counts.refused}"
                          + (f"; {counts.removed} removed by ONNX Runtime before partitioning" if counts.removed
                             else ""))
             from dashboard.partition.root_causes import text_lines  # the origins of shape failures first
