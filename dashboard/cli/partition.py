@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from dashboard.cli.common import SettingsArgs
 from dashboard.errors import UserError
+from dashboard.runtime.knobs import BACKENDS
 
 # The analysis modules are imported by ``analyze_from_args``, after it has started the runtime
 # worker, so the worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_partition_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
-    parser.add_argument("--snippet", nargs="?", const="htp", choices=("htp", "gpu"), metavar="BACKEND",
+    parser.add_argument("--snippet", nargs="?", const="htp", choices=BACKENDS, metavar="BACKEND",
                         help="print a Python snippet that builds this analysis' session of BACKEND (default htp) "
                              "with the same session and provider options, and exit without analysing")
     parser.set_defaults(run=run)
@@ -89,7 +90,7 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.snippet:
+    if getattr(args, "snippet", None):  # (a Namespace built by a caller may not have it)
         from dashboard.partition.snippet import model_snippet
 
         print(model_snippet(args.model, options_from_args(args), args.snippet), end="")

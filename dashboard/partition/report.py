@@ -8,7 +8,8 @@ device that replaces predicted figures with measured ones)::
      "backends": {"htp": BackendReport, "gpu": BackendReport},
      "classes": {"both": [names], "gpu_only": [...], "htp_only": [...], "neither": [...],
                  "removed": [...]},
-     "plans": {"intersection": Plan, "segmented": Plan}, ...}
+     "plans": {"intersection": Plan, "segmented": Plan},
+     "blockers": [Blocker], ...}  # derived (partition.blockers): written, ignored when read back
 
 A ``BackendReport`` is ``{"status": "measured" | "predicted" | "failed", "error": str | null,
 "runtime": {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}, "nodes": {NODE: NodeSupport},

@@ -36,7 +36,7 @@ from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED,
 from dashboard.partition.snippet import report_snippet
 from dashboard.render import partition_graph as graph_render
 from dashboard.runtime.devices import Device
-from dashboard.runtime.knobs import TERMS, Settings
+from dashboard.runtime.knobs import BACKENDS, TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, state
 from dashboard.views.blockers import render_blockers, render_groups
@@ -421,7 +421,7 @@ def _first_node(report: PartitionReport) -> str:
 
 def _snippet(report: PartitionReport) -> None:
     """The session of this analysis as Python to paste into a script (``partition.snippet``)."""
-    backends = [b for b in ("htp", "gpu") if b in report.backends] or ["htp"]
+    backends = [b for b in BACKENDS if b in report.backends] or ["htp"]
     with st.expander("Reproduce outside the dashboard: the same session in Python", icon=":material/code:"):
         backend = st.radio("Backend", backends, horizontal=True, key="pt_snippet_backend",
                            format_func=str.upper) if len(backends) > 1 else backends[0]
