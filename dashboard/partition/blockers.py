@@ -32,8 +32,8 @@ EXAMPLES = 3
 DYNAMIC_QUANT_OPS = frozenset({"MatMulInteger", "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul",
                                "DynamicQuantizeLSTM", "MatMulIntegerToFloat"})
 QDQ = ("quantise statically to QDQ (onnxruntime.quantization.quantize_static with quant_format=QuantFormat.QDQ "
-       "and a few calibration inputs): the HTP runs QuantizeLinear/DequantizeLinear around float ops, not "
-       "dynamic integer ops")
+       "and a few calibration inputs): the HTP is built for statically quantised models, whose "
+       "QuantizeLinear/DequantizeLinear pairs it folds into integer kernels")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ RULES: tuple[Rule, ...] = (
     Rule("op_affinity_pinned", r"op_affinity pins",
          "an op_affinity config file pins this op type to another backend: pin it to the backend the session "
          "runs, or to \"cpu\", in that file (provider option op_affinity)"),
-    Rule("dynamic_quant", r".", "dynamically quantised integer op: " + QDQ + "; or keep the float model and "
+    Rule("dynamic_quant", r".", "a dynamically quantised op the HTP refuses: " + QDQ + "; or keep the float model and "
          "turn on " + ref("fp16"), DYNAMIC_QUANT_OPS),
     Rule("shape", r"cannot get shape|must be static|not static|dynamic",
          "a size known only at run time: fix its root cause (listed under Root causes when one is found), or "
