@@ -431,7 +431,7 @@ def _snippet(report: PartitionReport) -> None:
             st.error(md(page_words(str(exc))), icon=":material/error:")
             return
         st.caption("The session and provider options this analysis used (its op trace, which writes files, "
-                   "left out). Also: `python -m dashboard partition MODEL --snippet` with the same settings.")
+                   "left out); the partition command prints the same script.")
         st.code(code, language="python")
 
 
