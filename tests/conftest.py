@@ -159,6 +159,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_json_has_the_documented_shape",  # 8.9 s
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
+        "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.

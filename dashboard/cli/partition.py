@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from dashboard.cli.common import SettingsArgs
 from dashboard.errors import UserError
+from dashboard.runtime.knobs import BACKENDS
 
 # The analysis modules are imported by ``analyze_from_args``, after it has started the runtime
 # worker, so the worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
@@ -33,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_partition_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument("--snippet", nargs="?", const="htp", choices=BACKENDS, metavar="BACKEND",
+                        help="print a Python snippet that builds this analysis' session of BACKEND (default htp) "
+                             "with the same session and provider options, and exit without analysing")
     parser.set_defaults(run=run)
 
 
@@ -86,12 +90,19 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "snippet", None):  # (a Namespace built by a caller may not have it)
+        from dashboard.partition.snippet import model_snippet
+
+        print(model_snippet(args.model, options_from_args(args), args.snippet), end="")
+        return 0
     report = analyze_from_args(args, quiet=args.json)
     from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
-    from dashboard.runtime.knobs import CLI
+    from dashboard.runtime.knobs import CLI, words
 
     report = worded(report, CLI)  # hints as this command's user spells them, in the text and the JSON
     data = report.to_json()
+    for row in data.get("blockers", []):  # derived on the way out: its fixes still name settings by key
+        row["fix"] = words(row["fix"], CLI)
     if args.out:
         try:
             Path(args.out).write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -107,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
-    from dashboard.partition.report import CLASS_LABELS, CLASSES, op_type_table
+    from dashboard.partition.report import CLASS_LABELS, CLASSES, claims, op_type_table
 
     lines = [f"{report.model}: {len(report.node_order)} nodes"
              + (f" on {report.device}" if report.device else "") + (" (from cache)" if report.cached else ""),
@@ -116,7 +127,9 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
     if shapes:
         lines.append("input shapes: " + ", ".join(f"{k}=[{', '.join(map(str, v))}]" for k, v in shapes.items()))
     for name, backend in report.backends.items():
-        refused = [(n, v) for n, v in backend.nodes.items() if not v.supported and v.status != "removed"]
+        gone = set(report.classes.removed)  # removed on either backend: runs nowhere, refused by none
+        refused = [(n, v) for n, v in backend.nodes.items()
+                   if not v.supported and v.status != "removed" and n not in gone]
         label = backend.status.upper()
         lines.append("")
         lines.append(f"{name.upper()}: {label}" + (f" - {backend.source}" if backend.source else ""))
@@ -125,14 +138,19 @@ def render_text(report: PartitionReport, limit: int = 25) -> list[str]:
         if backend.suggestion:
             lines.append(f"  suggestion: {backend.suggestion}")
         if backend.nodes:
-            claimed = sum(1 for v in backend.nodes.values() if v.supported)
-            removed = sum(1 for v in backend.nodes.values() if v.status == "removed")
+            counts = claims(report, name)
             where = f" in {backend.qnn_subgraphs} QNN subgraph(s)" if backend.status == "measured" else ""
-            lines.append(f"  {'claims' if backend.status == 'measured' else 'would claim'} {claimed}/"
-                         f"{len(backend.nodes)} nodes{where}; refuses {len(refused)}"
-                         + (f"; {removed} removed by ONNX Runtime before partitioning" if removed else ""))
+            lines.append(f"  {'claims' if backend.status == 'measured' else 'would claim'} {counts.claimed}/"
+                         f"{counts.executed} nodes{where}; refuses {counts.refused}"
+                         + (f"; {counts.removed} removed by ONNX Runtime before partitioning" if counts.removed
+                            else ""))
             from dashboard.partition.root_causes import text_lines  # the origins of shape failures first
             lines += text_lines(backend)
+            if name == "htp":
+                from dashboard.partition import blockers
+                from dashboard.runtime.knobs import CLI, words
+
+                lines += [words(line, CLI) for line in blockers.text_lines(blockers.blockers(report))]
             for node, verdict in refused[:limit]:
                 lines.append(f"    {node} [{verdict.op_type}]: {verdict.reason}")
             if len(refused) > limit:

@@ -8,7 +8,8 @@ device that replaces predicted figures with measured ones)::
      "backends": {"htp": BackendReport, "gpu": BackendReport},
      "classes": {"both": [names], "gpu_only": [...], "htp_only": [...], "neither": [...],
                  "removed": [...]},
-     "plans": {"intersection": Plan, "segmented": Plan}, ...}
+     "plans": {"intersection": Plan, "segmented": Plan},
+     "blockers": [Blocker], ...}  # derived (partition.blockers): written, ignored when read back
 
 A ``BackendReport`` is ``{"status": "measured" | "predicted" | "failed", "error": str | null,
 "runtime": {"onnxruntime", "onnxruntime_qnn", "qnn_sdk"}, "nodes": {NODE: NodeSupport},
@@ -33,7 +34,7 @@ Node ``status`` says how the verdict was reached:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from dashboard.errors import UserError
 from dashboard.intake.shapes import TensorShape
@@ -158,6 +159,32 @@ def classify_nodes(order: list[str], htp: BackendReport, gpu: BackendReport) -> 
 
 
 @dataclass
+class Claims:
+    """One backend's headline counts, by the classes' definition: a node ONNX Runtime removed (on
+    either backend: it runs nowhere) is counted apart, never as claimed or refused, so the headline's
+    claims equal the classes' (GPU: both + GPU only; HTP: both + HTP only)."""
+
+    claimed: int
+    refused: int
+    removed: int
+
+    @property
+    def executed(self) -> int:
+        return self.claimed + self.refused
+
+
+def claims(report: "PartitionReport", backend: str) -> Claims:
+    """``backend``'s counts over the model's nodes: removed are the classes' ``removed`` list (when
+    classes exist), else the nodes this backend itself reports removed."""
+    nodes = report.backends[backend].nodes
+    removed = set(report.classes.removed) if not report.classes.note else set()
+    removed |= {n for n, v in nodes.items() if v.status == REMOVED}
+    claimed = sum(1 for n, v in nodes.items() if v.supported and n not in removed)
+    gone = sum(1 for n in nodes if n in removed)
+    return Claims(claimed, len(nodes) - gone - claimed, gone)
+
+
+@dataclass
 class OpTypeRow:
     """One line of the per-op-type table."""
 
@@ -194,6 +221,10 @@ def op_type_table(op_types: dict[str, str], htp: BackendReport, gpu: BackendRepo
 class PartitionReport(Record):
     """Everything ``partition`` computes for one model and one set of options."""
 
+    # Derived, written to JSON and ignored when read back (a report printed with --json stays a
+    # device report the dashboard imports): the HTP's refusals grouped with their fix.
+    JSON_EXTRAS: ClassVar[tuple[str, ...]] = ("blockers",)
+
     model: str
     digest: str
     options: Settings
@@ -210,6 +241,13 @@ class PartitionReport(Record):
     schema: str = SCHEMA
     elapsed_s: float | None = None
     cached: bool = False
+
+    @property
+    def blockers(self) -> list:
+        """``partition.blockers.blockers`` of this report (without the graph: no data types)."""
+        from dashboard.partition.blockers import blockers  # it builds on this module
+
+        return blockers(self)
 
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:

@@ -32,13 +32,14 @@ from dashboard.partition import gpu_rules
 from dashboard.partition.analysis import analyze
 from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import (CLASS_LABELS, CLASSES, FAILED, MEASURED, PREDICTED, REMOVED, PartitionReport,
-                                        op_type_table)
+                                        claims, op_type_table)
+from dashboard.partition.snippet import report_snippet
 from dashboard.render import partition_graph as graph_render
 from dashboard.runtime.devices import Device
-from dashboard.runtime.knobs import TERMS, Settings
+from dashboard.runtime.knobs import BACKENDS, TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, state
-from dashboard.views.blockers import render_blockers
+from dashboard.views.blockers import render_blockers, render_groups
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
 from dashboard.views.settings import SettingsForm, page_words
@@ -81,7 +82,7 @@ def render() -> None:
     _backend_status(report)
     _class_metrics(report)
     render_blockers(report)
-    _off_npu(report)
+    _off_npu(report, graph)
     plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
                                                       key="pt_tabs")
     with plan_tab:
@@ -93,6 +94,7 @@ def render() -> None:
     with rules_tab:
         _rule_table()
     _node_details(report, graph)
+    _snippet(report)
     for note in report.notes:
         st.caption(f"Note: {md(page_words(note))}")
     st.download_button("Download the report (JSON)", json.dumps(report.to_json(), indent=1),
@@ -238,12 +240,13 @@ def _backend_status(report: PartitionReport) -> None:
     cols = st.columns(max(len(report.backends), 1))
     for col, (name, backend) in zip(cols, report.backends.items()):
         with col.container(border=True):
-            claimed = sum(1 for v in backend.nodes.values() if v.supported)
             st.markdown(f"**{name.upper()}** {_figure_badge(backend)}")
             if backend.nodes:
+                counts = claims(report, name)
                 where = f" in {backend.qnn_subgraphs} QNN subgraph(s)" if backend.status == MEASURED else ""
+                gone = f" ({counts.removed} removed by ONNX Runtime run nowhere)" if counts.removed else ""
                 st.markdown(f"{'claims' if backend.status == MEASURED else 'predicted to claim'} "
-                            f"**{claimed} of {len(backend.nodes)}** nodes{where}")
+                            f"**{counts.claimed} of {counts.executed}** executed nodes{where}{gone}")
             st.caption(md(backend.source or "", 300))
             if backend.status == MEASURED and backend.runtime.get("hardware") == "simulator":
                 st.caption(f"Claims are the HTP's; timings from here are not NPU timings: {SIMULATOR_NOTE}.")
@@ -285,16 +288,18 @@ def _class_metrics(report: PartitionReport) -> None:
                     delta_arrow="off", border=True, help="Folded into constants or eliminated before partitioning.")
 
 
-def _off_npu(report: PartitionReport) -> None:
+def _off_npu(report: PartitionReport, graph: ModelGraph | None = None) -> None:
     htp = report.backends.get("htp")
     if htp is None or not htp.nodes:
         return
     gpu = report.backends.get("gpu")
-    refused = [(n, v) for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED]
+    gone = set(report.classes.removed)  # removed on either backend: it runs nowhere (as in the classes)
+    refused = [(n, v) for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED and n not in gone]
     st.subheader(f"{len(refused)} node(s) keep the model off the NPU", anchor=False)
     if not refused:
         st.success("The HTP claims every node ONNX Runtime hands it.", icon=":material/check_circle:")
         return
+    render_groups(report, graph)
     gpu_column = f"GPU ({gpu.status})" if gpu else "GPU"
     rows = []
     for name, verdict in refused:
@@ -309,6 +314,10 @@ def _off_npu(report: PartitionReport) -> None:
                                 gpu_column: st.column_config.TextColumn(width="small"),
                                 "HTP reason": st.column_config.TextColumn(width="large"),
                                 "GPU reason": st.column_config.TextColumn(width="medium")})
+    full = [{**row, "node": name} for row, (name, _) in zip(rows, refused)]  # whole names, not shortened
+    st.download_button("Download these nodes (CSV)", pd.DataFrame(full).to_csv(index=False),
+                       file_name=download_name(report.model, "off-npu-nodes", "csv"), mime="text/csv",
+                       icon=":material/download:", on_click="ignore", key="pt_nodes_csv")
 
 
 # -- tabs ------------------------------------------------------------------------------------------------
@@ -408,6 +417,22 @@ def _first_node(report: PartitionReport) -> str:
                and not (htp and n in htp.nodes and htp.nodes[n].status == REMOVED)]
     refused = [n for n in running if htp and n in htp.nodes and not htp.nodes[n].supported]
     return (refused or running or report.node_order)[0]
+
+
+def _snippet(report: PartitionReport) -> None:
+    """The session of this analysis as Python to paste into a script (``partition.snippet``)."""
+    backends = [b for b in BACKENDS if b in report.backends] or ["htp"]
+    with st.expander("Reproduce outside the dashboard: the same session in Python", icon=":material/code:"):
+        backend = st.radio("Backend", backends, horizontal=True, key="pt_snippet_backend",
+                           format_func=str.upper) if len(backends) > 1 else backends[0]
+        try:
+            code = report_snippet(report, backend)
+        except UserError as exc:
+            st.error(md(page_words(str(exc))), icon=":material/error:")
+            return
+        st.caption("The session and provider options this analysis used (its op trace, which writes files, "
+                   "left out); the partition command prints the same script.")
+        st.code(code, language="python")
 
 
 def _rule_table() -> None:
