@@ -310,3 +310,18 @@ def test_the_partition_json_words_hints_as_flags(tmp_path, monkeypatch, capsys):
     for data in (printed, json.loads(out.read_text())):
         hint = data["backends"]["htp"]["suggestion"]
         assert "--timeout" in hint and "--dim" in hint and "⟨" not in hint
+
+
+def test_the_page_says_what_changed_between_two_runs_in_words_not_python():
+    """"Compared with the previous run" printed raw dicts (``dims: {'batch': 1} → {'batch': 2}``)."""
+    from dashboard.views.settings import setting_changes
+
+    old = {**Settings(dims={"batch": 1, "seq": 8}).result_json(), "device": "this machine"}
+    new = {**Settings(dims={"batch": 2, "seq": 8}, fp16=True, shapes={"x": (1, 16)}).result_json(),
+           "device": "this machine"}
+    said = setting_changes(old, new)
+    text = "; ".join(said)
+    assert f"{knobs.KNOB['dims'].label}: batch 1 → 2" in said and "seq" not in text  # only the entry that changed
+    assert f"{knobs.KNOB['fp16'].label}: off → on" in said and f"{knobs.KNOB['shapes'].label}: x not set → 1×16" in said
+    assert not re.search(r"[{}\[\]']|True|False|None", text), text
+    assert setting_changes(old, old) == []

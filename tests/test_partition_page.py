@@ -152,7 +152,7 @@ def test_compared_with_the_previous_run_ignores_a_failed_run(tmp_path):
     at.selectbox(key=f"pt_soc_{digest}").set_value("sm8650")
     apply(at)
     compared = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("**Compared with the previous")]
-    assert compared and "soc: sc8380xp → sm8650" in compared[0]  # against the last run that had classes
+    assert compared and "Snapdragon SoC: sc8380xp → sm8650" in compared[0]  # against the last run that had classes
     both = next(m for m in at.metric if m.label == "both (GPU ∩ HTP)")
     assert both.value == "4" and both.delta in (None, "0", "+0")  # not "every class dropped to 0" and back
 

@@ -47,3 +47,23 @@ def test_a_shape_on_an_external_data_model_keeps_the_weights_where_they_are(tmp_
     assert dims == [2, 16]
     assert {e.value for t in copy.graph.initializer for e in t.external_data if e.key == "location"} == {
         "big.onnx.data"}
+
+
+def test_only_the_graph_inputs_dimensions_are_settings(tmp_path):
+    """Output dimensions are derived: an exporter's expression (``floor(height/2 - 1/2)``), a
+    cache length (``past + 1``) or a generated name (``Softmax4195_dim_0``) is the model's to
+    compute, never a field to fill in; a dimension an output shares with an input stays one."""
+    from onnx import TensorProto, helper
+
+    from dashboard.intake.shapes import default_dims, resolve_dims
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "height", "width"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, "floor(height/2 - 1/2)",
+                                                               "Softmax4195_dim_0"])
+    pool = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="pool")
+    model = helper.make_model(helper.make_graph([pool], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "pool.onnx"
+    onnx.save(model, path)
+    graph = load_model(path)
+    assert list(default_dims(graph)) == ["batch", "height", "width"]
+    assert set(resolve_dims(graph, {})) == {"batch", "height", "width"}

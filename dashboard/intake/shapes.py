@@ -97,9 +97,13 @@ def has_kv_cache(graph: ModelGraph) -> bool:
 
 
 def symbolic_dims(graph: ModelGraph) -> list[str]:
-    """Symbolic dimension names of the graph inputs and outputs, in first-seen order."""
+    """Symbolic dimension names of the graph inputs, in first-seen order: the only dimensions a
+    user (or a session's free-dimension override) can set. Why not the outputs': theirs are
+    derived from the inputs' (exporters write expressions such as ``floor(height/2 - 1/2)``,
+    ``past_sequence_length + 1`` or ``Softmax4195_dim_0``), so offering them as settings asks for
+    values the model computes itself."""
     seen: dict[str, None] = {}
-    for spec in (*graph.inputs, *graph.outputs):
+    for spec in graph.inputs:
         for dim in spec.shape or ():
             if isinstance(dim, str) and dim:
                 seen.setdefault(dim, None)
@@ -114,7 +118,7 @@ def unnamed_dynamic_inputs(graph: ModelGraph, shapes: dict[str, tuple[int, ...]]
 
 
 def default_dims(graph: ModelGraph) -> dict[str, DimDefault]:
-    """A proposed value for every symbolic dimension of the graph's inputs and outputs."""
+    """A proposed value for every symbolic dimension of the graph's inputs."""
     decoder = has_kv_cache(graph)
     out: dict[str, DimDefault] = {}
     for name in symbolic_dims(graph):

@@ -42,7 +42,7 @@ from dashboard.views import graph_viewer, jobs, state
 from dashboard.views.blockers import render_blockers, render_groups
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
-from dashboard.views.settings import SettingsForm, page_words
+from dashboard.views.settings import SettingsForm, page_words, setting_changes
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
 _HISTORY = "partition_history"      # [(options key, summary, options)] last two successful runs
@@ -211,12 +211,11 @@ def _diff_against_previous(report: PartitionReport, options: Settings) -> None:
     if len(history) < 2 or not history[0][0].startswith(report.digest) or history[-1][0] != key:
         return
     (_, before, old_opts), (_, after, new_opts) = history
-    changed_opts = {k: (old_opts.get(k), v) for k, v in new_opts.items() if old_opts.get(k) != v}
     moved = [(n, before["classes"].get(n, "—"), c) for n, c in after["classes"].items()
              if before["classes"].get(n) != c]
     with st.container(border=True):
-        st.markdown("**Compared with the previous run** — changed: " + md(", ".join(
-            f"{k}: {old} → {new}" for k, (old, new) in changed_opts.items()) or "nothing"))
+        st.markdown("**Compared with the previous run** — changed: "
+                    + md("; ".join(setting_changes(old_opts, new_opts)) or "nothing"))
         cols = st.columns(len(CLASSES) + 1)
         for col, cls in zip(cols, (*CLASSES, "removed")):
             col.metric(CLASS_LABELS[cls], after["counts"][cls], after["counts"][cls] - before["counts"][cls])

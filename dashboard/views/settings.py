@@ -34,6 +34,36 @@ def page_words(text: str | None) -> str | None:
     return words(text, PAGE)
 
 
+def setting_changes(old: dict, new: dict) -> list[str]:
+    """What differs between two settings' JSON (``Settings.result_json``, plus e.g. ``device``), as
+    a reader says it: each knob by its page label, only the entries of a dimension or option table
+    that changed, ``on``/``off`` and ``not set`` instead of Python's ``True`` and ``None``."""
+    out = []
+    for key in dict.fromkeys([*new, *old]):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        label = KNOB[key].label if key in KNOB else key.replace("_", " ").capitalize()
+        if isinstance(before, dict) or isinstance(after, dict):
+            before, after = before or {}, after or {}
+            entries = [f"{name} {_said(before.get(name))} → {_said(after.get(name))}"
+                       for name in dict.fromkeys([*before, *after]) if before.get(name) != after.get(name)]
+            out.append(f"{label}: {', '.join(entries)}")
+        else:
+            out.append(f"{label}: {_said(before)} → {_said(after)}")
+    return out
+
+
+def _said(value) -> str:
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return "×".join(map(str, value)) if all(isinstance(v, int) for v in value) else ", ".join(map(str, value))
+    return str(value)
+
+
 def page_provider_options(lines: list[str]) -> dict[str, str]:
     """Provider options typed into a page's text area, checked as a page's (``BROWSER``): nothing
     that loads a library or writes a file (``runtime.qnn_options``)."""
