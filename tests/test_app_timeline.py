@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.intake.digest import file_digest
+from dashboard.intake.reader import load_model
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime.devices import Device
 from dashboard.views.state import SelectedModel
@@ -93,6 +94,9 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
         assert "QNN HTP on the HTP simulator (x86_64)" in texts(at.markdown)
     assert [d.proto.label for d in at.get("download_button")] == [
         "Run (JSON)", "Requests (CSV)", "Comparison (CSV)", "Events (CSV)", "Report (HTML)"]  # the last: sidebar
+    agreement = [d.value for d in at.dataframe if "relative error" in d.value.columns]  # per output, per check
+    assert agreement and all(set(t["output"]) <= {o.name for o in load_model(small_model.path).outputs}
+                             and t["agree"].all() for t in agreement)
 
     # The same page on a device that cannot be reached: one error line, the first run stays.
     unreachable = Device.parse(f"ssh://nobody@127.0.0.1:{closed_port()}", connect_timeout=5)

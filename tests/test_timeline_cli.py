@@ -70,6 +70,8 @@ def test_readable_report(model, env):
     assert done.returncode == 0, done.stderr
     assert "fast only" in done.stdout and "target only (cold compile)" in done.stdout
     assert "outputs htp vs cpu reference agree" in done.stdout
+    per_output = [line for line in done.stdout.splitlines() if line.startswith("  ") and ": agrees, max |diff|" in line]
+    assert per_output and all("relative error" in line and "cosine" in line for line in per_output)  # each output
     if platform.machine() == "x86_64":
         assert "target: QNN HTP on the HTP simulator (x86_64)" in done.stdout
         assert "say nothing about NPU speed" in done.stdout

@@ -16,7 +16,7 @@ from dashboard.runtime.knobs import KNOB
 from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_TIMEOUT, FAST_BACKENDS, POLICIES, STRATEGY_TITLES, TARGET_BACKENDS,
-                                      TimelineOptions, TimelineRun, cached_vs_cold, strategy_table)
+                                      TimelineOptions, TimelineRun, cached_vs_cold, output_text, strategy_table)
 from dashboard.timeline.protocol import Status, StrategyEnd, StrategyStart
 from dashboard.timeline.remote import LiveRun, run_on_device
 
@@ -125,6 +125,7 @@ def report_lines(result: TimelineRun) -> list[str]:
                 lines.append(f"{STRATEGY_TITLES.get(name, name)}: outputs {check['a']} vs {check['b']} {verdict} "
                              f"(max |diff| {check['max_abs_diff']:.3g}, atol {strategy.outputs['atol']:g}, "
                              f"rtol {strategy.outputs['rtol']:g})")
+                lines += [f"  {row['name']}: {output_text(row)}" for row in check.get("outputs", [])]
     shared = result.shared_memory
     if shared.get("requested"):
         if shared.get("available"):
@@ -133,3 +134,4 @@ def report_lines(result: TimelineRun) -> list[str]:
         else:
             lines.append(f"shared memory unavailable: {shared.get('reason')}")
     return lines
+

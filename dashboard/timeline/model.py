@@ -412,3 +412,15 @@ def events_csv(run: TimelineRun) -> str:
         for e in sorted(strategy.events, key=lambda e: e.t):
             writer.writerow([name, e.t, e.kind, e.backend, e.detail or ""])
     return out.getvalue()
+
+
+def output_text(row: dict) -> str:
+    """One output's agreement, as the CLI and the page say it (``timeline.runner.output_agreement``)."""
+    parts = ["agrees" if row.get("agree") else "DIFFERS"]
+    if row.get("why"):
+        parts.append(row["why"])
+    for key, label in (("max_abs_diff", "max |diff|"), ("rel_error", "relative error"), ("cosine", "cosine"),
+                       ("top1", "top-1 match"), ("topk", "top-5 overlap")):
+        if row.get(key) is not None:
+            parts.append(f"{label} {row[key]:.4g}")
+    return ", ".join(parts)

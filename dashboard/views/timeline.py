@@ -306,10 +306,17 @@ def _outputs(outputs: dict) -> None:
     if not checks:
         return
     verdict = "agree" if outputs.get("agree") else "**differ**"
-    st.markdown(f"Outputs {verdict} within |a − b| ≤ {outputs['atol']:g} + {outputs['rtol']:g}·|b|:")
-    st.dataframe(pd.DataFrame([{"compared": f"{c['a']} vs {c['b']}", "input sets": c["compared"],
-                                "max |diff|": c["max_abs_diff"], "agree": c["agree"]} for c in checks]),
-                 hide_index=True, width="stretch")
+    st.markdown(f"Outputs {verdict}, each output on its own: within |a − b| ≤ {outputs['atol']:g} + "
+                f"{outputs['rtol']:g}·|b| everywhere, or a relative error ‖a − b‖/‖b‖ within {outputs['rtol']:g} "
+                "and a cosine similarity of at least 0.999 (top-1 and top-5 agreement shown for class scores):")
+    rows = [{"compared": f"{c['a']} vs {c['b']}", "input sets": c["compared"], "output": short(row["name"], 60),
+             "agree": row.get("agree"), "max |diff|": row.get("max_abs_diff"),
+             "relative error": row.get("rel_error"), "cosine": row.get("cosine"), "top-1 match": row.get("top1"),
+             "top-5 overlap": row.get("topk")}
+            for c in checks for row in c.get("outputs") or [{"name": "all", "agree": c["agree"],
+                                                               "max_abs_diff": c["max_abs_diff"]}]]
+    frame = pd.DataFrame(rows).dropna(axis=1, how="all")
+    st.dataframe(frame.astype(object).where(frame.notna(), "—"), hide_index=True, width="stretch")
 
 
 def _shared_memory(run: TimelineRun) -> None:
