@@ -46,9 +46,10 @@ def test_partitions_page_answers_which_nodes_keep_the_model_off_the_npu(tmp_path
         open_page(page, "Partitions", timeout=ANALYSIS_TIMEOUT)
         heading = page.get_by_role("heading", name="2 node(s) keep the model off the NPU")
         heading.wait_for(timeout=ANALYSIS_TIMEOUT * 1000)  # the analysis runs in the worker meanwhile
-        off_npu = table_text(page, 0)
+        groups, off_npu = table_text(page, 0), table_text(page, 1)  # by op and reason first, then each node
+        assert "fix to try" in groups and "Erf" in groups and "fmod == N" in groups  # the reason's pattern
         assert "erf0" in off_npu and "Operators of type `Erf` are not supported" in off_npu
-        assert "mod0" in off_npu and "fmod == 0" in off_npu
+        assert "mod0" in off_npu and "fmod == 0" in off_npu  # the EP's own words, per node
         assert page.get_by_text("predicted", exact=True).first.is_visible()  # the GPU badge
         page.get_by_role("tab", name="Graph").click()
         wait_for_idle(page)
