@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
-CAPABILITIES = ("intake", "classify", "runtime", "partition", "timeline", "render", "cli", "views")
+CAPABILITIES = ("intake", "classify", "runtime", "partition", "timeline", "profile", "render", "cli", "views")
 
 
 def module_name(path: Path) -> str:
@@ -63,7 +63,7 @@ def test_every_capability_is_a_package_that_states_its_api():
 
 @pytest.mark.parametrize("lower", ["dashboard.intake", "dashboard.classify"])
 def test_intake_and_classify_never_import_the_runtime_or_anything_above(lower):
-    above = ("dashboard.runtime", "dashboard.partition", "dashboard.timeline", "dashboard.render",
+    above = ("dashboard.runtime", "dashboard.partition", "dashboard.timeline", "dashboard.profile", "dashboard.render",
              "dashboard.cli", "dashboard.views")
     offenders = {m: sorted(n for n in SOURCES[m] if n.startswith(above))
                  for m in SOURCES if m.startswith(lower)}
@@ -89,7 +89,8 @@ def test_top_level_modules_import_only_top_level_modules():
 def test_the_runtime_never_imports_partition_or_timeline():
     """Partition and timeline are built on the runtime; their protocol records register themselves
     with ``dashboard.runtime.protocol`` instead of being imported by it."""
-    offenders = {m: sorted(n for n in SOURCES[m] if within(n, ("dashboard.partition", "dashboard.timeline")))
+    offenders = {m: sorted(n for n in SOURCES[m] if within(n, ("dashboard.partition", "dashboard.timeline",
+                                                                "dashboard.profile")))
                  for m in SOURCES if within(m, ("dashboard.runtime",))}
     assert not {m: n for m, n in offenders.items() if n}
 

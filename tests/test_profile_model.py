@@ -1,0 +1,76 @@
+"""The profile record (``dashboard.profile.model``): its JSON round trip, its checks, its tables and
+labels, on the hand-built fixtures of ``tests/profile_fixtures.py`` (no simulator)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboard.profile.model import Profile, cut_scope, scope_of, spread
+from dashboard.serde import SchemaError, loads
+from profile_fixtures import aihub_profile, cnn_profile
+
+
+def test_a_profile_survives_json_and_refuses_a_wrong_shape():
+    profile = cnn_profile()
+    assert Profile.from_json(json.loads(json.dumps(profile.to_json()))) == profile
+    data = profile.to_json()
+    data["nodes"][0]["median"] = "lots"
+    with pytest.raises(SchemaError, match=r"nodes\[0\]\.median"):
+        Profile.from_json(data)
+    data = profile.to_json()
+    data["backends"]["gpu"]["reason"] = None
+    with pytest.raises(SchemaError, match="says why"):
+        Profile.from_json(data)
+    data = profile.to_json()
+    del data["backends"]["cpu"]
+    with pytest.raises(SchemaError, match="cpu"):
+        Profile.from_json(data)
+    with pytest.raises(SchemaError, match="schema"):
+        loads(Profile, json.dumps({**profile.to_json(), "schema": "other/1"}))
+
+
+def test_shares_sum_per_backend_and_tables_keep_every_row():
+    profile = cnn_profile()
+    frame = profile.frame()
+    assert len(frame) == len(profile.nodes)
+    for backend, b in profile.backends.items():
+        rows = frame[frame.backend == backend]
+        if b.ok:
+            assert rows["median"].sum() == pytest.approx(b.total)
+            assert rows["share"].sum() == pytest.approx(1.0)
+    ops = profile.by_op_type("htp")
+    assert ops.iloc[0]["op_type"] == "Transpose"  # the inserted layout transpose is the costliest here
+    assert ops["nodes"].sum() == len(profile.backend_nodes("htp"))
+    blocks = profile.by_scope(1, "htp")
+    assert blocks["median"].sum() == pytest.approx(profile.backends["htp"].total)
+    assert blocks.iloc[0]["scope"] == "/features.0"  # the transpose counts in the block it serves
+
+
+def test_fused_groups_and_inserted_rows():
+    profile = cnn_profile()
+    relu = profile.node("/features.0/features.0/Relu")
+    assert relu.carrier and "/features.0/features.0/Conv" in relu.members
+    conv = profile.node("/features.0/features.0/Conv")
+    assert conv.fused and conv.group == relu.name and conv.median == 0
+    transpose = profile.node("Transpose")
+    assert transpose.inserted and transpose.serves == "/features.0/features.0/Conv"
+    assert [n.name for n in profile.top(1, "htp")] == ["Transpose"]
+
+
+def test_labels_never_call_simulated_cycles_time():
+    profile = cnn_profile()
+    assert profile.label("htp") == "simulated HTP cycles"
+    assert "µs" in profile.label("cpu")
+    imported = aihub_profile("Galaxy S24")
+    assert imported.label("htp").startswith("µs measured on Galaxy S24 by AI Hub")
+    assert imported.unmatched and imported.unmatched[0].name
+
+
+def test_scopes_and_spread():
+    assert scope_of("/encoder/layer.0/attention/MatMul") == "/encoder/layer.0/attention"
+    assert scope_of("Transpose") == ""
+    assert cut_scope("/encoder/layer.0/attention", 2) == "/encoder/layer.0"
+    s = spread([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s["median"], s["min"], s["max"], s["p10"], s["p90"]) == (3.0, 1.0, 5.0, 1.0, 5.0)
