@@ -19,12 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboard.intake.graph import ModelGraph, Node
 from dashboard.intake.shapes import TensorShape
 from dashboard.partition.plans import SEGMENT_LABELS
 from dashboard.partition.report import CLASS_LABELS, PartitionReport
 from dashboard.render.partition_graph import BACKEND_COLORS, CLASS_COLORS
+
+if TYPE_CHECKING:
+    from dashboard.profile.model import NodeCost, Profile
 
 GRAPH_ID = "main"
 LABEL_LIMIT = 40
@@ -81,7 +85,7 @@ class GraphCollection:
 
 @dataclass
 class NodeDataResult:
-    value: str  # Model Explorer takes numbers or labels; labels give one colour per value
+    value: str | float  # Model Explorer takes numbers or labels; labels give one colour per value
     bgColor: str | None = None
 
 
@@ -252,6 +256,94 @@ def partition_overlays(graph: ModelGraph, report: PartitionReport) -> dict[str, 
         results.update({ids[n]: NodeDataResult("removed by ORT", PLAN_COLORS["removed"])
                         for n in report.classes.removed if n in ids})
         overlays[label] = GraphNodeData(results, label)
+    return overlays
+
+
+# -- the cost overlays (a profile) ---------------------------------------------------------------------
+# One hue per backend, light for a small share and dark for the backend's costliest node drawn.
+COST_GRADIENTS = {"htp": ("#deebf7", "#08306b"), "gpu": ("#fee6ce", "#7f2704"), "cpu": ("#fee0d2", "#a50f15")}
+COST_OVERLAY = "cost: share of its backend"
+FALLBACK_OVERLAY = "CPU fallback (µs)"
+
+
+def _mix(low: str, high: str, t: float) -> str:
+    """The colour a fraction ``t`` (0..1) of the way from ``low`` to ``high``."""
+    t = min(max(t, 0.0), 1.0)
+    a = [int(low[i:i + 2], 16) for i in (1, 3, 5)]
+    b = [int(high[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
+
+
+def _figure_text(profile: "Profile", row: "NodeCost") -> str:
+    """``123,456 simulated HTP cycles (12.3 % of HTP)``: the figure with what kind of number it is."""
+    value = f"{row.median:,.0f}" if row.unit == "cycles" else f"{row.median:,.1f}"
+    unit_words = profile.label(row.backend)
+    if row.unit == "us" and profile.source != "imported":
+        unit_words = f"µs on {profile.backends[row.backend].hardware}"
+    return f"{value} {unit_words} ({row.share:.1%} of {row.backend.upper()})"
+
+
+def _group_cost(profile: "Profile", row: "NodeCost") -> "NodeCost":
+    """The row that carries ``row``'s cost: its fused group's carrier, else itself."""
+    if row.fused:
+        carrier = profile.node(row.group, row.backend)
+        if carrier is not None:
+            return carrier
+    return row
+
+
+def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
+    """Per model node, for the viewer's side panel: its cost on each backend that ran it (in its
+    unit and words), its fused group (the group's cost is on one member, which lists the others),
+    and the rows the EP inserted for it (the input layout ``Transpose``)."""
+    origin = "imported" if profile.source == "imported" else "measured"
+    attrs: dict[str, list[KeyValue]] = {}
+    for row in profile.nodes:
+        tag = row.backend.upper()
+        if row.inserted:
+            if row.serves:
+                attrs.setdefault(row.serves, []).append(
+                    KeyValue(f"{tag} inserted for it", f"{row.op_type} {row.name!r}: {_figure_text(profile, row)}"))
+            continue
+        rows = attrs.setdefault(row.name, [])
+        if not row.fused:  # a member's own 0 would read as free: the group's line says where its cost is
+            rows.append(KeyValue(f"{tag} cost ({origin})", _figure_text(profile, row)))
+        if row.carrier:
+            rows.append(KeyValue(f"{tag} fused group", f"{len(row.members)} nodes, the group's cost: "
+                                                      + ", ".join(row.members)))
+        elif row.fused:
+            carrier = _group_cost(profile, row)
+            rows.append(KeyValue(f"{tag} fused group", f"in {row.group}'s group; the group's cost: "
+                                                      f"{_figure_text(profile, carrier)}"))
+    return attrs
+
+
+def cost_overlays(graph: ModelGraph, profile: "Profile") -> dict[str, GraphNodeData]:
+    """The cost overlays, by the name the viewer lists them under. ``cost``: each node's share of
+    its own backend's total (a fused group's share on each of its members), coloured by a gradient
+    per backend (shares of different backends are never of the same total, so each backend has its
+    own hue). ``CPU fallback``: the nodes the CPU EP ran, with their µs. Inserted rows are no model
+    nodes and are listed in the side panel of the node they serve."""
+    ids = {n.name: node_id(n) for n in graph.nodes}
+    drawn = [r for r in profile.nodes if not r.inserted and r.name in ids]
+    peak: dict[str, float] = {}
+    for row in drawn:
+        share = _group_cost(profile, row).share
+        peak[row.backend] = max(peak.get(row.backend, 0.0), share)
+    cost: dict[str, NodeDataResult] = {}
+    for row in drawn:
+        share = _group_cost(profile, row).share
+        low, high = COST_GRADIENTS.get(row.backend, COST_GRADIENTS["htp"])
+        top = peak.get(row.backend) or 1.0
+        cost[ids[row.name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share / top))
+    overlays = {COST_OVERLAY: GraphNodeData(cost, COST_OVERLAY, showExpandedSummaryOnGroupNode=False,
+                                            showLabelCountColumnsInChildrenStatsTable=False)}
+    fallback = {ids[r.name]: NodeDataResult(round(r.median, 1), COST_GRADIENTS["cpu"][1])
+                for r in drawn if r.backend == "cpu" and r.unit == "us"}
+    if fallback:
+        overlays[FALLBACK_OVERLAY] = GraphNodeData(fallback, FALLBACK_OVERLAY, showExpandedSummaryOnGroupNode=False,
+                                                   showLabelCountColumnsInChildrenStatsTable=False,
+                                                   hideInAggregatedStatsTable=False)
     return overlays
 
 

@@ -9,8 +9,9 @@ instead of showing one. Why here and not on the page: the CLI and the notebook c
 way, and a pure function is tested without a browser.
 
 A side is anything with ``nodes`` whose items have ``name``, ``op_type``, ``backend``, ``unit`` and
-``median`` (the profile record's nodes, as its ``--json`` lists them); ``hardware`` says where a
-side was measured ("simulator", a SoC name, "AI Hub, <device>").
+``median`` (the profile record's nodes, as its ``--json`` lists them); ``kinds`` maps each of a
+side's backends to the kind of hardware its figures come from (the HTP simulator, a phone's NPU,
+an x86_64 CPU): figures of one unit are subtracted only when they come from the same kind.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ class NodeDiff:
 
 @dataclass(frozen=True)
 class OpTypeDiff:
-    """The summed cost of one op type in one unit on each side."""
+    """The summed cost of one op type in one unit from one kind of hardware on each side (an op
+    type whose nodes ran on two kinds has a row per kind and side: its A-only row has B's total 0)."""
 
     op_type: str
     unit: str
+    kind: str
     nodes_a: int
     nodes_b: int
     total_a: float
@@ -77,20 +80,22 @@ def _figures(nodes: Iterable[Any]) -> dict[str, Figure]:
     return out
 
 
-def comparable(a: Figure, b: Figure, hardware_a: str = "", hardware_b: str = "") -> str:
-    """Why two figures cannot be subtracted ("" when they can): another unit, or the same unit on
-    hardware of another kind (a simulator's cycles are not a phone's)."""
+def comparable(a: Figure, b: Figure, kinds_a: dict[str, str] | None = None,
+               kinds_b: dict[str, str] | None = None) -> str:
+    """Why two figures cannot be subtracted ("" when they can): another unit, or the same unit
+    from another kind of hardware (a simulator's cycles are not a phone's)."""
     if a.unit != b.unit:
         return f"not comparable: {a.unit} against {b.unit}"
     if a.median is None or b.median is None:
         return "no figure on one side"
-    if hardware_a != hardware_b and a.backend == b.backend == "htp":
-        return f"not comparable: {hardware_a or 'unknown hardware'} against {hardware_b or 'unknown hardware'}"
+    kind_a, kind_b = (kinds_a or {}).get(a.backend, ""), (kinds_b or {}).get(b.backend, "")
+    if kind_a != kind_b:
+        return f"not comparable: {kind_a or 'unknown hardware'} against {kind_b or 'unknown hardware'}"
     return ""
 
 
-def node_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any], hardware_a: str = "",
-              hardware_b: str = "") -> list[NodeDiff]:
+def node_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any], kinds_a: dict[str, str] | None = None,
+              kinds_b: dict[str, str] | None = None) -> list[NodeDiff]:
     """Every node of either profile, A's order first then B's extra ones, largest change first
     among the comparable ones (nodes found on one side only, and incomparable ones, follow in
     their order)."""
@@ -102,7 +107,7 @@ def node_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any], hardware_a: str = 
         if a is None or b is None:
             rows.append(NodeDiff(name, op_type, a, b, None, None, ONLY_B if a is None else ONLY_A))
             continue
-        why = comparable(a, b, hardware_a, hardware_b)
+        why = comparable(a, b, kinds_a, kinds_b)
         if why:
             rows.append(NodeDiff(name, op_type, a, b, None, None, why))
             continue
@@ -113,14 +118,16 @@ def node_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any], hardware_a: str = 
     return compared + [r for r in rows if r.delta is None]
 
 
-def op_type_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any]) -> list[OpTypeDiff]:
-    """Per (op type, unit): the node count and summed medians on each side, largest change
-    first. Sums never mix units: an op type with nodes on the HTP and the CPU has two rows."""
-    sums: dict[tuple[str, str], list] = {}
-    for side, nodes in enumerate((nodes_a, nodes_b)):
+def op_type_diff(nodes_a: Iterable[Any], nodes_b: Iterable[Any], kinds_a: dict[str, str] | None = None,
+                 kinds_b: dict[str, str] | None = None) -> list[OpTypeDiff]:
+    """Per (op type, unit, kind of hardware): the node count and summed medians on each side,
+    largest change first. Sums never mix units or kinds: an op type with nodes on the HTP and the
+    CPU has two rows, and a simulator's cycles sit in another row than a phone's."""
+    sums: dict[tuple[str, str, str], list] = {}
+    for side, (nodes, kinds) in enumerate(((nodes_a, kinds_a or {}), (nodes_b, kinds_b or {}))):
         for figure in _figures(nodes).values():
-            row = sums.setdefault((figure.op_type, figure.unit), [0, 0, 0.0, 0.0])
+            row = sums.setdefault((figure.op_type, figure.unit, kinds.get(figure.backend, "")), [0, 0, 0.0, 0.0])
             row[side] += 1
             row[2 + side] += figure.median or 0.0
-    rows = [OpTypeDiff(op, unit, *values) for (op, unit), values in sums.items()]
-    return sorted(rows, key=lambda r: (-abs(r.delta), r.op_type, r.unit))
+    rows = [OpTypeDiff(op, unit, kind, *values) for (op, unit, kind), values in sums.items()]
+    return sorted(rows, key=lambda r: (-abs(r.delta), r.op_type, r.unit, r.kind))

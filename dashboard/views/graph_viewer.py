@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 import streamlit.components.v1 as components
@@ -21,6 +22,9 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.partition.report import PartitionReport
 from dashboard.render import model_explorer as me
 from dashboard.views.safe import md
+
+if TYPE_CHECKING:
+    from dashboard.profile.model import Profile
 
 BRIDGE_DIR = Path(__file__).resolve().parent / "model_explorer_bridge"
 HEIGHT = 720
@@ -47,26 +51,33 @@ def report_key(report: PartitionReport) -> str:
 
 
 @st.cache_data(max_entries=8, show_spinner="Building the graph for the viewer…")
-def _payload(_graph: ModelGraph, _report: PartitionReport | None, key: str, title: str) -> tuple[str, dict[str, str]]:
-    """Graph JSON and overlay JSONs, built once per ``key`` (model digest, and report)."""
-    if _report is None:
+def _payload(_graph: ModelGraph, _report: PartitionReport | None, key: str, title: str,
+             _profile: "Profile | None" = None) -> tuple[str, dict[str, str]]:
+    """Graph JSON and overlay JSONs, built once per ``key`` (model digest, report and profile)."""
+    if _report is None and _profile is None:
         return me.build_graph(_graph, title).to_json(), {}
-    collection = me.build_graph(_graph, title, me.partition_attrs(_report), _report.shapes)
-    overlays = {name: data.to_json() for name, data in me.partition_overlays(_graph, _report).items()}
-    return collection.to_json(), overlays
+    attrs = me.partition_attrs(_report) if _report is not None else {}
+    overlays = me.partition_overlays(_graph, _report) if _report is not None else {}
+    if _profile is not None:  # the cost: its side-panel rows after the verdicts, its overlays after theirs
+        for name, rows in me.cost_attrs(_profile).items():
+            attrs.setdefault(name, []).extend(rows)
+        overlays.update(me.cost_overlays(_graph, _profile))
+    collection = me.build_graph(_graph, title, attrs, _report.shapes if _report is not None else None)
+    return collection.to_json(), {name: data.to_json() for name, data in overlays.items()}
 
 
 def show(graph: ModelGraph, key: str, title: str, report: PartitionReport | None = None,
-         height: int = HEIGHT) -> str | None:
+         height: int = HEIGHT, profile: "Profile | None" = None) -> str | None:
     """Draw the viewer. Returns the model node the user has just picked in it: a pick is returned
     on the run it happens only, so a node chosen elsewhere on the page afterwards stays chosen.
-    ``key`` names the model (and report): a new key starts a fresh viewer."""
+    ``key`` names the model (and report): a new key starts a fresh viewer. ``profile`` adds the
+    cost overlays and each node's cost to the side panel (``key`` must then name it too)."""
     try:
         bridge, app = _components()
     except ImportError as exc:
         st.warning(f"The graph viewer is not installed: {md(exc)}. `make run` installs it.", icon=":material/warning:")
         return None
-    graph_json, overlays = _payload(graph, report, key, title)
+    graph_json, overlays = _payload(graph, report, key, title, profile)
     if overlays:
         first = st.selectbox("Colour the graph by", list(overlays), key="me_overlay",
                              help="Every overlay stays one click away in the viewer's node data panel.")

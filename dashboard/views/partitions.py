@@ -39,6 +39,7 @@ from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import BACKENDS, TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, state
+from dashboard.views import profile as profile_view
 from dashboard.views.blockers import render_blockers, render_groups
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import download_name, md, short
@@ -348,7 +349,9 @@ def _plans(report: PartitionReport) -> None:
 
 
 def _graph(report: PartitionReport, graph: ModelGraph, title: str) -> None:
-    picked = graph_viewer.show(graph, f"pt_{graph_viewer.report_key(report)}", title, report)
+    cost = profile_view.shown_profile(report.digest)  # the Profile page's pick: the cost overlays
+    picked = graph_viewer.show(graph, f"pt_{graph_viewer.report_key(report)}{profile_view.viewer_key(cost)}", title,
+                               report, profile=cost)
     if picked:
         st.session_state[_NODE] = picked
         st.session_state[_NODE_PICK] = picked  # the node selector below is drawn after this
@@ -400,6 +403,7 @@ def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
                 f"**{md(CLASS_LABELS.get(cls, cls or '—'))}**")
     st.dataframe(pd.DataFrame(_verdict_rows(report, name)), hide_index=True, width="stretch",
                  column_config={"reason": st.column_config.TextColumn(width="large")})
+    profile_view.node_cost(report.digest, name)
     shapes = report.shapes
     rows = [{"io": io, "tensor": short(t), "shape": shapes[t].text() if t in shapes else "?",
              "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))

@@ -1,0 +1,454 @@
+"""Profile page: where the time goes, per node, on every backend that ran the model.
+
+Built to answer "which ops are slow on the NPU, and what does the CPU fallback cost" in one look:
+under the settings (the same knobs as the Partitions page, ``views.settings``) come each backend's
+total in its own unit, then the costliest nodes, the op types and the name-scope blocks, each
+labelled with the kind of number it shows ("simulated HTP cycles" on this x86_64 host: cycles of
+the HTP simulator, which overlap and are never turned into time), and the CPU fallback's µs next
+to the copies each CPU node causes between the HTP and the host. A table of every node downloads
+as CSV.
+
+A profile runs as the page's background job (``views.jobs``, the runner the Partitions and
+Timeline pages use): its step, the time elapsed, Cancel, and it keeps running while the user is
+on another page; the finished profile is collected by whichever page of the session is drawn
+next. A profile downloaded from Qualcomm AI Hub can be uploaded too: it is shown in the same views
+as "measured on <device> by AI Hub", with the layers it could not place on a model node counted
+and listed. The Compare section puts two profiles of this session side by side, per node and per
+op type (``render.profile_diff``). The Partitions page's graph draws the profile picked here as a
+cost overlay (``render.model_explorer.cost_overlays``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.errors import UserError
+from dashboard.intake.graph import ModelGraph
+from dashboard.intake.shapes import is_float_model
+from dashboard.profile.model import BACKEND_TITLES, DEFAULT_RUNS, MAX_RUNS, SIMULATOR_HARDWARE, UNIT_LABELS, Profile
+from dashboard.render import profile_views as figures
+from dashboard.render.profile_diff import node_diff, op_type_diff
+from dashboard.runtime.knobs import TERMS, TIMEOUTS
+from dashboard.runtime.socs import SIMULATOR_NOTE
+from dashboard.views import jobs, state
+from dashboard.views.devices import adopt, select_device
+from dashboard.views.safe import download_name, md, short
+from dashboard.views.settings import SettingsForm
+
+if TYPE_CHECKING:
+    from dashboard.profile.model import NodeCost
+
+_RUNS = "profile_runs"  # [{"label", "profile": Profile, "digest", "finished", "device"}], oldest first
+_SHOWN = "profile_shown"  # model digest -> label of the profile shown (and drawn on the Partitions graph)
+_JOB = "profile_job"
+_DEVICE_PICK = "pf_device"
+_KEEP = 16  # profiles kept per session
+AGAIN = "Press Profile to run it again."
+ANALYSIS = "profile" if "profile" in TIMEOUTS else "partition"
+
+
+# -- what other pages read ------------------------------------------------------------------------------
+def session_profiles(digest: str) -> list[dict]:
+    """This session's profiles of the model ``digest`` (oldest first), the finished job's included."""
+    collect()
+    return [r for r in st.session_state.get(_RUNS, []) if r["digest"] == digest]
+
+
+def shown_profile(digest: str) -> Profile | None:
+    """The profile picked on this page for the model ``digest`` (else its latest), or None."""
+    entries = session_profiles(digest)
+    if not entries:
+        return None
+    label = st.session_state.get(_SHOWN, {}).get(digest)
+    return next((e["profile"] for e in entries if e["label"] == label), entries[-1]["profile"])
+
+
+def viewer_key(profile: Profile | None) -> str:
+    """What a graph drawn with ``profile``'s cost depends on (a part of the viewer's key)."""
+    if profile is None:
+        return ""
+    blob = json.dumps(profile.to_json(), sort_keys=True, default=str)
+    return "_c" + hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
+
+
+def node_cost(digest: str, name: str) -> None:
+    """The node panel's cost lines for model node ``name`` (Partitions page): its cost in each
+    backend's unit, its fused group, and rows the EP inserted for it, from the profile shown here."""
+    profile = shown_profile(digest)
+    if profile is None:
+        st.caption("Cost: none yet. Run a profile on the Profile page to see what this node costs.")
+        return
+    rows = [r for r in profile.nodes if r.name == name or (r.inserted and r.serves == name)]
+    if not rows:
+        st.caption(f"Cost: not in the profile ({md(_origin(profile))}): it ran on no backend that was profiled.")
+        return
+    st.dataframe(pd.DataFrame([_cost_row(profile, r) for r in rows]), hide_index=True, width="stretch")
+    st.caption(f"Cost from the profile {md(_origin(profile))}; pick another profile on the Profile page.")
+
+
+def _cost_row(profile: Profile, row: "NodeCost") -> dict:
+    group = row.group or ""
+    if row.carrier:
+        group = f"{len(row.members)} nodes: " + ", ".join(row.members)
+    elif row.fused:
+        carrier = profile.node(row.group, row.backend)
+        group = f"in {row.group}'s group" + (f" ({carrier.median:,.0f} {UNIT_LABELS[carrier.unit]})" if carrier else "")
+    return {"row": short(row.name) + (" (inserted by the EP)" if row.inserted else ""), "backend": row.backend.upper(),
+            "cost": _value(row.median, row.unit), "figure": profile.label(row.backend), "share": f"{row.share:.1%}",
+            "fused group": group}
+
+
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f} {UNIT_LABELS[unit]}" if unit == "cycles" else f"{value:,.1f} {UNIT_LABELS[unit]}"
+
+
+def _origin(profile: Profile) -> str:
+    if profile.source == "imported":
+        hardware = next(iter(profile.backends.values())).hardware if profile.backends else "AI Hub"
+        return f"imported from {hardware}"
+    return f"of {profile.runs} timed run(s)"
+
+
+# -- the page -------------------------------------------------------------------------------------------
+def render() -> None:
+    selected = state.require_model()
+    graph = state.loaded_graph()
+    st.title("Profile", anchor=False)
+    st.caption(f"{md(selected.name, 120)} · where the time goes: what each node costs on each backend, in the "
+               "backend's own unit")
+    try:
+        options, runs, device, submitted = _knobs(graph, selected.digest)
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        options = None
+        submitted = False
+    if submitted and options is not None:
+        _start(selected, options, runs, device)
+    _progress(selected)
+    _aihub(selected, graph)
+    _results(selected, graph)
+
+
+def _knobs(graph: ModelGraph, digest: str):
+    """The settings form (nothing runs until **Profile** is pressed: a profile compiles the model
+    and runs it many times)."""
+    form = SettingsForm("pf", digest, graph, analysis=ANALYSIS, defaults={"fp16": is_float_model(graph)})
+    with st.form(f"pf_options_{digest}", border=True):
+        st.markdown("**Profile settings** · the same knobs as the Partitions page")
+        left, mid, right = st.columns([2, 2, 3], gap="medium")
+        with left:
+            device = select_device(TERMS["device"].label, key=_DEVICE_PICK, in_form=True)
+            form.draw("backends", "fp16", "soc")
+        with mid:
+            runs = st.number_input("Timed runs", min_value=1, max_value=MAX_RUNS, value=DEFAULT_RUNS, step=1,
+                                   key=f"pf_runs_{digest}", help="Runs measured after the warm-up; each node's "
+                                   "figure is its median over them, with the spread.")
+            form.draw("optimization_level", "timeout", "provider_options")
+        with right:
+            form.draw("dims", "shapes")
+        submitted = st.form_submit_button("Profile", type="primary", icon=":material/speed:", key="pf_run",
+                                          on_click=adopt, args=(_DEVICE_PICK,))
+    return form.settings(), int(runs), device, submitted
+
+
+# -- the run in the background ------------------------------------------------------------------------
+def run_key(digest: str, options, runs: int, device) -> str:
+    return f"{digest}|{json.dumps(options.result_json(), sort_keys=True)}|{runs}|{device.url}"
+
+
+def _start(selected, options, runs: int, device) -> None:
+    def work(on_event, cancel) -> dict:
+        profile = measure(selected.path, options, runs=runs, device=device, digest=selected.digest,
+                          on_event=on_event, cancel=cancel)
+        return {"profile": profile, "digest": selected.digest, "name": selected.name, "device": device.label,
+                "finished": datetime.now(timezone.utc), "what": _settings_words(options.result_json(), runs)}
+
+    jobs.start(_JOB, run_key(selected.digest, options, runs, device),
+               f"Profiling {short(selected.name, 40)} on {device.label}", work, timeout=options.timeout)
+
+
+def measure(path: str, options, *, runs: int, device, digest: str, on_event, cancel) -> Profile:
+    """The profile of the model at ``path`` (the profile capability's runner, on ``device``)."""
+    from dashboard.profile import api
+
+    return api.profile(path, options, runs=runs, device=device, digest=digest, on_event=on_event, cancel=cancel)
+
+
+def _settings_words(settings: dict, runs: int) -> str:
+    parts = [f"{runs} runs", "fp16" if settings.get("fp16") else "fp32"]
+    if settings.get("soc"):
+        parts.append(f"SoC {settings['soc']}")
+    if settings.get("optimization_level") not in (None, "all"):
+        parts.append(f"opt {settings['optimization_level']}")
+    return ", ".join(parts)
+
+
+def _add(entry: dict) -> None:
+    runs: list = st.session_state.setdefault(_RUNS, [])
+    entry["label"] = (f"#{len(runs) + 1} {short(entry['name'], 40)} · {entry['what']} · {entry['device']} · "
+                      f"{entry['finished'].astimezone():%H:%M:%S}")
+    runs.append(entry)
+    del runs[:-_KEEP]
+    st.session_state.setdefault(_SHOWN, {})[entry["digest"]] = entry["label"]
+
+
+def collect() -> None:
+    """The finished job's profile into the session's profiles, once (any page of the session may
+    call this: a profile that ends while the user is elsewhere is kept)."""
+    job = jobs.current(_JOB)
+    if job is None or not job.done or job.result is None:
+        return
+    if any(r is job.result for r in st.session_state.get(_RUNS, [])):
+        return
+    _add(job.result)
+
+
+def _progress(selected) -> None:
+    job = jobs.current(_JOB)
+    if job is None:
+        return
+    if not job.done:
+        jobs.show(_JOB)
+        return
+    collect()
+    if job.key.startswith(f"{selected.digest}|"):
+        if job.result is None:
+            jobs.outcome(job, AGAIN)
+        else:
+            st.caption(f"Profiled in {jobs.duration(job.elapsed)}.")
+
+
+# -- AI Hub ---------------------------------------------------------------------------------------------
+def _aihub(selected, graph: ModelGraph) -> None:
+    """An AI Hub profile (``ProfileJob.download_profile()`` saved as JSON) mapped onto this model."""
+    with st.expander("Import a profile measured on a phone by Qualcomm AI Hub", icon=":material/upload_file:"):
+        st.markdown("Save an AI Hub profile job's result as JSON (in Python: `json.dump(job.download_profile(), "
+                    "f)`) and upload it: its layers are placed on this model's nodes by name.")
+        device = st.text_input("Device name (when the file does not name it)", key=f"pf_aihub_device_{selected.digest}")
+        upload = st.file_uploader("AI Hub profile (JSON)", type=["json"], key=f"pf_aihub_{selected.digest}")
+        if upload is None:
+            return
+        seen = st.session_state.setdefault("profile_imported", set())
+        mark = (selected.digest, upload.file_id, device)
+        if mark in seen:
+            return
+        try:
+            profile = import_aihub(upload.getvalue(), graph, device or None, upload.name)
+        except UserError as exc:
+            st.error(md(exc), icon=":material/error:")
+            return
+        seen.add(mark)
+        hardware = next(iter(profile.backends.values())).hardware if profile.backends else "AI Hub"
+        _add({"profile": profile, "digest": selected.digest, "name": selected.name, "device": hardware,
+              "finished": datetime.now(timezone.utc), "what": f"imported {short(upload.name, 30)}"})
+
+
+def import_aihub(data: bytes, graph: ModelGraph, device: str | None, name: str) -> Profile:
+    """The uploaded file as a profile of ``graph`` (the profile capability's AI Hub import)."""
+    from dashboard.profile import aihub
+
+    return aihub.import_profile(data, graph, device_name=device, label=name)
+
+
+# -- results ---------------------------------------------------------------------------------------------
+def _results(selected, graph: ModelGraph) -> None:
+    entries = session_profiles(selected.digest)
+    if not entries:
+        st.info("No profile yet: pick the settings and press **Profile**, or import an AI Hub profile.",
+                icon=":material/speed:")
+        return
+    labels = [e["label"] for e in entries]
+    shown: dict = st.session_state.setdefault(_SHOWN, {})
+    pick = f"pf_shown_{selected.digest}"
+    st.session_state[pick] = shown.get(selected.digest) if shown.get(selected.digest) in labels else labels[-1]
+    label = st.selectbox("Profile shown (also drawn on the Partitions page's graph)", labels, key=pick,
+                         on_change=_picked, args=(selected.digest, pick))
+    shown[selected.digest] = label
+    entry = next(e for e in entries if e["label"] == label)
+    profile: Profile = entry["profile"]
+    _backends(profile)
+    _unmatched(profile)
+    usable = [b for b, p in profile.backends.items() if p.ok and profile.backend_nodes(b)]
+    if usable:
+        top_tab, ops_tab, blocks_tab, cpu_tab, table_tab = st.tabs(
+            ["Top nodes", "Op types", "Blocks", "CPU fallback", "All nodes"], key="pf_tabs")
+        with top_tab:
+            for b in usable:
+                st.plotly_chart(figures.top_nodes(profile, b), key=f"pf_top_{b}")
+        with ops_tab:
+            for b in usable:
+                st.plotly_chart(figures.op_types(profile, b), key=f"pf_ops_{b}")
+        with blocks_tab:
+            depth = st.slider("Block depth (name-scope levels)", 1, 4, 1, key="pf_depth")
+            for b in usable:
+                st.plotly_chart(figures.blocks(profile, b, depth), key=f"pf_blocks_{b}")
+        with cpu_tab:
+            _fallback(profile, graph, selected.digest)
+        with table_tab:
+            _node_table(profile, selected.path, entry.get("finished"))
+    _compare(selected, entries, label)
+
+
+def _picked(digest: str, key: str) -> None:
+    st.session_state.setdefault(_SHOWN, {})[digest] = st.session_state[key]
+
+
+def _backends(profile: Profile) -> None:
+    cols = st.columns(max(len(profile.backends), 1))
+    for col, (name, backend) in zip(cols, profile.backends.items()):
+        with col.container(border=True):
+            title = BACKEND_TITLES.get(name, name.upper())
+            if not backend.ok:
+                st.markdown(f"**{md(title)}** :red-badge[failed]")
+                st.error(md(backend.reason or "failed"), icon=":material/error:")
+                continue
+            kind = ":violet-badge[imported]" if profile.source == "imported" else ":green-badge[measured]"
+            st.markdown(f"**{md(title)}** {kind} · {md(profile.label(name))}")
+            st.metric(f"total · {profile.label(name)}", _value(backend.total, backend.unit),
+                      help="The median over the runs of the backend's total (HTP: the accelerator's execute "
+                           "cycles; the CPU EP: its kernels' µs).")
+            spread = (f"runs {backend.total_min:,.0f} – {backend.total_max:,.0f} {UNIT_LABELS[backend.unit]}"
+                      if backend.total_min is not None and backend.total_max is not None else "")
+            st.caption(" · ".join(x for x in (f"{backend.runs} run(s) read", spread,
+                                                f"level {backend.level}" if backend.level else "") if x))
+            if backend.hardware == SIMULATOR_HARDWARE:
+                st.caption(f"Simulated HTP cycles: {SIMULATOR_NOTE}. Cycles are never converted into time "
+                           "(HTP ops overlap).")
+            extra = [{"phase": f.name, "value": f.value, "unit": f.unit} for f in (*backend.finalize, *backend.figures)]
+            if backend.execute_us is not None:
+                what = "the simulator's own wall time, not the NPU's" if backend.hardware == SIMULATOR_HARDWARE else ""
+                extra.insert(0, {"phase": "QNN execute time" + (f" ({what})" if what else ""),
+                                 "value": backend.execute_us, "unit": "us"})
+            if extra:
+                with st.expander("Finalize, execute, power-on and VTCM figures"):
+                    st.dataframe(pd.DataFrame(extra), hide_index=True, width="stretch")
+            for note in backend.notes:
+                st.caption(md(note))
+    if profile.source == "imported":
+        hardware = next(iter(profile.backends.values())).hardware if profile.backends else "AI Hub"
+        st.info(f"Measured on **{md(hardware.removeprefix('AI Hub, '))}** by AI Hub: a real phone's figures, "
+                "imported from the file, not measured here.", icon=":material/smartphone:")
+
+
+def _unmatched(profile: Profile) -> None:
+    if profile.source != "imported" and not profile.unmatched:
+        return
+    count = len(profile.unmatched)
+    if not count:
+        st.success("Every layer of the file was placed on a model node.", icon=":material/check_circle:")
+        return
+    st.warning(f"**{count} layer(s)** of the file could not be placed on a node of this model; they are listed "
+               "here and left out of the views.", icon=":material/warning:")
+    with st.expander(f"The {count} unmatched layer(s)"):
+        st.dataframe(pd.DataFrame([u.to_json() for u in profile.unmatched]), hide_index=True, width="stretch")
+
+
+def _fallback(profile: Profile, graph: ModelGraph, digest: str) -> None:
+    rows = figures.fallbacks(profile, graph, _known_shapes(digest))
+    if not rows:
+        st.success("No node fell back to the CPU EP.", icon=":material/check_circle:")
+        return
+    label = profile.label("cpu") if "cpu" in profile.backends else "µs"
+    st.markdown(f"**{len(rows)} node(s) ran on the CPU EP** ({md(label)}), each with the tensors it exchanges "
+                "with nodes another backend runs: copies between the HTP's memory and the host on every inference.")
+    table = [{"node": short(f.node.name, 60), "op": f.node.op_type, "µs (median)": round(f.node.median, 2),
+              "share of CPU": f"{f.node.share:.1%}", "tensors crossing": len(f.crossings),
+              "bytes copied": f.copy_bytes, "unknown sizes": f.unknown,
+              "with": ", ".join(sorted({f"{c.peer_backend.upper()} {short(c.peer, 30)}" for c in f.crossings}))}
+             for f in rows]
+    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    st.caption("Bytes per inference from the shapes the Partitions page measured for this model when it has run, "
+               "else from the file's declared shapes; a tensor of unknown size is counted, not guessed.")
+
+
+def _known_shapes(digest: str) -> dict:
+    """The tensor shapes of this model's latest partition report in this session (fixed dimensions)."""
+    reports = [r for r in st.session_state.get("partition_reports", {}).values() if r.digest == digest]
+    return reports[-1].shapes if reports else {}
+
+
+def _node_table(profile: Profile, model_path: str, finished) -> None:
+    frame = profile.frame()
+    frame.insert(4, "figure", [profile.label(b) for b in frame["backend"]])
+    st.dataframe(frame.assign(name=[short(n) for n in frame["name"]]), hide_index=True, width="stretch",
+                 column_config={"share": st.column_config.NumberColumn(format="percent")})
+    st.download_button("Download the node table (CSV)", frame.to_csv(index=False),
+                       file_name=download_name(model_path, "profile-nodes", "csv", finished), mime="text/csv",
+                       icon=":material/download:", on_click="ignore", key="pf_nodes_csv")
+    st.download_button("Download the profile (JSON)", json.dumps(profile.to_json(), indent=1),
+                       file_name=download_name(model_path, "profile", "json", finished), mime="application/json",
+                       icon=":material/download:", on_click="ignore", key="pf_json")
+
+
+# -- compare -------------------------------------------------------------------------------------------
+def hardware_kinds(profile: Profile) -> dict[str, str]:
+    """Backend -> the kind of hardware its figures come from: the HTP simulator, a phone's NPU
+    (any device's or AI Hub's: cycles and µs of real silicon), or the CPU it ran on."""
+    kinds = {}
+    for name, backend in profile.backends.items():
+        if backend.hardware == SIMULATOR_HARDWARE:
+            kinds[name] = "the HTP simulator"
+        elif name == "htp":
+            kinds[name] = "a phone's NPU"
+        else:
+            kinds[name] = backend.hardware.removeprefix("AI Hub, ")
+    return kinds
+
+
+def _compare(selected, entries: list[dict], shown_label: str) -> None:
+    """Two profiles of this session side by side: this model under two setting sets, or another
+    model whose nodes share names (every profile of the session is offered)."""
+    st.subheader("Compare", anchor=False)
+    everything = st.session_state.get(_RUNS, [])
+    labels = [e["label"] for e in everything]
+    if len(labels) < 2:
+        st.caption("Profile the model again with other settings (fp16 off, another SoC), profile a QDQ copy, or "
+                   "import an AI Hub profile: two profiles are compared here per node and per op type.")
+        return
+    left, right = st.columns(2)
+    a_label = left.selectbox("A", labels, index=max(labels.index(shown_label) - 1, 0) if shown_label in labels else 0,
+                             key="pf_cmp_a")
+    b_label = right.selectbox("B", labels, index=labels.index(shown_label) if shown_label in labels else len(labels) - 1,
+                              key="pf_cmp_b")
+    if a_label == b_label:
+        st.caption("Pick two different profiles.")
+        return
+    a = next(e["profile"] for e in everything if e["label"] == a_label)
+    b = next(e["profile"] for e in everything if e["label"] == b_label)
+    kinds_a, kinds_b = hardware_kinds(a), hardware_kinds(b)
+    nodes = node_diff(a.nodes, b.nodes, kinds_a, kinds_b)
+    common = sum(1 for r in nodes if r.a is not None and r.b is not None)
+    if not common:
+        st.warning("These two profiles share no node name: nothing to compare node by node.", icon=":material/warning:")
+        return
+    compared = [r for r in nodes if r.delta is not None]
+    st.markdown(f"**{common}** node(s) in both, **{len(compared)}** with figures of one unit on one kind of hardware "
+                f"(B − A); {len(nodes) - common} in one profile only.")
+    if len(compared) < common:
+        st.caption("A difference is only shown between figures of the same unit on the same kind of hardware: "
+                   "simulated HTP cycles, a phone's cycles and µs are never subtracted from one another.")
+    rows = [{"node": short(r.name, 60), "op": r.op_type,
+             "A": _value(r.a.median, r.a.unit) if r.a else "—", "A backend": r.a.backend.upper() if r.a else "—",
+             "B": _value(r.b.median, r.b.unit) if r.b else "—", "B backend": r.b.backend.upper() if r.b else "—",
+             "B − A": r.delta, "B / A": None if r.ratio is None else round(r.ratio, 3), "note": r.note}
+            for r in nodes]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 420))
+    ops = op_type_diff(a.nodes, b.nodes, kinds_a, kinds_b)
+    st.dataframe(pd.DataFrame([{"op type": r.op_type, "unit": UNIT_LABELS.get(r.unit, r.unit), "from": r.kind,
+                                "nodes A": r.nodes_a,
+                                "nodes B": r.nodes_b, "total A": r.total_a, "total B": r.total_b, "B − A": r.delta,
+                                "B / A": None if r.ratio is None else round(r.ratio, 3)} for r in ops]),
+                 hide_index=True, width="stretch")
+    for k, (unit, kind) in enumerate(dict.fromkeys((r.unit, r.kind) for r in ops)):
+        same = [r for r in ops if (r.unit, r.kind) == (unit, kind)]
+        if any(r.nodes_a for r in same) and any(r.nodes_b for r in same):  # both sides have figures of this kind
+            st.plotly_chart(figures.op_type_changes(same, f"{UNIT_LABELS.get(unit, unit)} on {kind}", ("A", "B")),
+                            key=f"pf_cmp_ops_{k}")
