@@ -127,7 +127,8 @@ TIER_NAMES = {
 TIER_MODULES = {
     "board": {"test_board.py"},
     "browser": {"test_e2e_browser.py", "test_partition_e2e.py", "test_viewer_e2e.py", "test_lifecycle.py",
-                "test_listening.py"},
+                "test_listening.py",
+                "test_profile_e2e.py"},
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
@@ -160,6 +161,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
+        "test_profile_page.py::test_a_real_profile_on_the_htp_simulator_through_the_page",
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
