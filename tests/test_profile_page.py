@@ -195,10 +195,11 @@ def test_a_real_profile_on_the_htp_simulator_through_the_page():
     at.number_input(key=f"pf_runs_{at.session_state['selected_model'].digest}").set_value(3)
     at.button(key="pf_run").click()
     settle(at, JOB, timeout=TIMEOUT)
-    assert not at.error, texts(at)
     entries = at.session_state["profile_runs"]
     assert len(entries) == 1
     profile = entries[0]["profile"]
+    failed = {b.reason for b in profile.backends.values() if not b.ok}  # the GPU, on a host without one
+    assert {e.value.replace("\\", "") for e in at.error} <= failed, texts(at)
     htp = profile.backends["htp"]
     assert htp.ok and htp.unit == "cycles" and profile.runs == 3
     rows = profile.backend_nodes("htp")

@@ -88,20 +88,25 @@ def node_cost(digest: str, name: str) -> None:
     if not rows:
         st.caption(f"Cost: not in the profile ({md(_origin(profile))}): it ran on no backend that was profiled.")
         return
-    st.dataframe(pd.DataFrame([_cost_row(profile, r) for r in rows]), hide_index=True, width="stretch")
+    st.markdown("  \n".join(_cost_line(profile, r) for r in rows))
     st.caption(f"Cost from the profile {md(_origin(profile))}; pick another profile on the Profile page.")
 
 
-def _cost_row(profile: Profile, row: "NodeCost") -> dict:
-    group = row.group or ""
+def _cost_line(profile: Profile, row: "NodeCost") -> str:
+    """``**Cost** on HTP: 40,000 cycles · simulated HTP cycles · 3.8 % of HTP · fused group …``"""
+    head = (f"**Inserted by the EP** for it ({md(row.op_type)} {md(short(row.name, 60))})" if row.inserted
+            else "**Cost**")
+    parts = [f"{head} on {row.backend.upper()}: **{_value(row.median, row.unit)}**", md(profile.label(row.backend)),
+             f"{row.share:.1%} of {row.backend.upper()}"]
     if row.carrier:
-        group = f"{len(row.members)} nodes: " + ", ".join(row.members)
+        parts.append(f"fused group of {len(row.members)} nodes (the group's cost): "
+                     + ", ".join(md(short(m, 60)) for m in row.members))
     elif row.fused:
         carrier = profile.node(row.group, row.backend)
-        group = f"in {row.group}'s group" + (f" ({carrier.median:,.0f} {UNIT_LABELS[carrier.unit]})" if carrier else "")
-    return {"row": short(row.name) + (" (inserted by the EP)" if row.inserted else ""), "backend": row.backend.upper(),
-            "cost": _value(row.median, row.unit), "figure": profile.label(row.backend), "share": f"{row.share:.1%}",
-            "fused group": group}
+        parts[0] = f"**Cost** on {row.backend.upper()}: in a fused group"
+        parts.append(f"the group's cost is on {md(short(row.group, 60))}"
+                     + (f": {_value(carrier.median, carrier.unit)}" if carrier else ""))
+    return " · ".join(parts)
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -177,9 +182,9 @@ def _start(selected, options, runs: int, device) -> None:
 
 def measure(path: str, options, *, runs: int, device, digest: str, on_event, cancel) -> Profile:
     """The profile of the model at ``path`` (the profile capability's runner, on ``device``)."""
-    from dashboard.profile import api
+    from dashboard.profile.run import profile_model
 
-    return api.profile(path, options, runs=runs, device=device, digest=digest, on_event=on_event, cancel=cancel)
+    return profile_model(path, options, runs=runs, device=device, on_event=on_event, cancel=cancel)
 
 
 def _settings_words(settings: dict, runs: int) -> str:
@@ -255,7 +260,13 @@ def import_aihub(data: bytes, graph: ModelGraph, device: str | None, name: str) 
     """The uploaded file as a profile of ``graph`` (the profile capability's AI Hub import)."""
     from dashboard.profile import aihub
 
-    return aihub.import_profile(data, graph, device_name=device, label=name)
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{name}: not an AI Hub profile (not UTF-8 text; download_profile writes JSON)") from None
+    except ValueError as exc:
+        raise UserError(f"{name}: not an AI Hub profile (not JSON: {exc})") from None
+    return aihub.import_profile(parsed, graph, name, device_name=device)
 
 
 # -- results ---------------------------------------------------------------------------------------------
