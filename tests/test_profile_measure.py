@@ -204,3 +204,16 @@ def test_the_profiling_files_are_removed_with_the_job(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", None)
     profile_model(ROOT / "samples" / "cnn_classifier.onnx", Settings(backends=("htp",)), runs=1)
     assert not list(tmp_path.glob("qbl-profile-*"))
+
+
+def test_the_notebook_returns_a_frame_and_a_figure_in_the_backends_own_unit():
+    from dashboard import notebook as lab
+
+    profiled = lab.sample("cnn_classifier.onnx").profile(runs=1, backends=("htp",), fp16=True, soc=SOC_MODEL)
+    frame = profiled.to_frame()
+    assert len(frame) == len(profiled.record.nodes) and {"name", "backend", "unit", "median", "share"} <= set(frame)
+    figure = profiled.figure()
+    assert figure.layout.xaxis.title.text == "simulated HTP cycles"
+    assert list(figure.data[0].y)[-1] == profiled.record.top(1, "htp")[0].name  # the costliest on top
+    with pytest.raises(Exception, match="no backend 'gpu'"):
+        profiled.figure("gpu")
