@@ -122,3 +122,24 @@ def test_bad_arguments_are_one_line_before_anything_runs(tmp_path, capsys):
         assert code == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and len(err.splitlines()) == 1
+
+
+def test_the_html_report_has_a_profile_section_that_never_shows_simulated_cycles_as_time():
+    import sys as _sys
+
+    from dashboard.intake.reader import load_model
+    from dashboard.render.report import ReportInput, build_html
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profile_fixtures import aihub_profile, cnn_profile
+
+    document = build_html(ReportInput("cnn", str(SAMPLE), "0" * 32, load_model(SAMPLE),
+                                      profiles=[cnn_profile(), aihub_profile("Galaxy S24")]))
+    section = document.split("<section id='profile'>")[1].split("</section>")[0]
+    assert "<h2>Where the time goes</h2>" in document
+    assert "Simulated cycles are not time" in section and "simulated HTP cycles" in section
+    assert "inserted by the EP for /features.0/features.0/Conv" in section
+    assert "µs measured on Galaxy S24 by AI Hub" in section and "1 layer(s) of the imported file" in section
+    assert "FAILED" not in section and "failed" in section  # the GPU's row says it failed, with its reason
+    without = build_html(ReportInput("cnn", str(SAMPLE), "0" * 32, load_model(SAMPLE)))
+    assert "id='profile'" not in without

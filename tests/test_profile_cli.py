@@ -47,3 +47,13 @@ def test_the_table_says_simulated_cycles_and_never_turns_them_into_time():
         if "cycles" in line and "µs" in line:
             assert "simulator" in line  # a µs figure next to cycles is the simulator's host time, said so
         assert " ms" not in line
+
+
+def test_the_report_command_adds_the_profile_section(tmp_path):
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "dashboard", "report", str(SAMPLE), "--out", str(out), "--no-timeline",
+                           "--backends", "htp", "--profile-runs", "1"], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    section = out.read_text().split("<section id='profile'>")[1].split("</section>")[0]
+    assert "simulated HTP cycles" in section and "Transpose" in section and "Simulated cycles are not time" in section
