@@ -138,7 +138,7 @@ def test_the_html_report_has_a_profile_section_that_never_shows_simulated_cycles
     section = document.split("<section id='profile'>")[1].split("</section>")[0]
     assert "<h2>Where the time goes</h2>" in document
     assert "Simulated cycles are not time" in section and "simulated HTP cycles" in section
-    assert "inserted by the EP for /features.0/features.0/Conv" in section
+    assert "inserted by the runtime for /features.0/features.0/Conv" in section
     assert "µs measured on Galaxy S24 by AI Hub" in section and "1 layer(s) of the imported file" in section
     assert "FAILED" not in section and "failed" in section  # the GPU's row says it failed, with its reason
     without = build_html(ReportInput("cnn", str(SAMPLE), "0" * 32, load_model(SAMPLE)))

@@ -125,7 +125,7 @@ def render_text(profile: "Profile", top: int = TOP) -> list[str]:
         if rows:
             lines.append(f"  top nodes ({profile.label(name)}):")
             for n in rows:
-                extra = (f" inserted by the EP for {n.serves}" if n.inserted
+                extra = ((" inserted by the runtime" + (f" for {n.serves}" if n.serves else "")) if n.inserted
                          else f" fused group of {len(n.members)}: {', '.join(n.members[1:4])}" if n.carrier else "")
                 lines.append(f"    {n.share:6.1%}  {_figure(n.median, n.unit):>18}  {n.name} [{n.op_type}]{extra}")
         nodes = profile.backend_nodes(name)

@@ -27,7 +27,7 @@ from dashboard.partition.protocol import Stage
 from dashboard.profile.mapping import Graphs, cpu_nodes, htp_nodes, run_totals
 from dashboard.profile.model import (SIMULATOR_HARDWARE, BackendProfile, Figure, NodeCost, Profile,
                                      with_shares)
-from dashboard.profile.parse import ProfileFileError, read_ort_trace, read_qnn_csv, runs_of
+from dashboard.profile.parse import CPU_PROVIDER, ProfileFileError, read_ort_trace, read_qnn_csv, runs_of
 from dashboard.profile.protocol import ProfileArgs
 from dashboard.runtime import scratch
 
@@ -156,8 +156,11 @@ def qnn_backend(text: str | None, op_trace: dict, graphs: Graphs, warmup: int, r
 
 
 def cpu_backend(text: str | None, graphs: Graphs, warmup: int, hardware: str,
-                notes: list[str] = ()) -> tuple[BackendProfile, list[NodeCost]]:
-    """The CPU EP's totals and node rows from ONNX Runtime's trace ``text``."""
+                notes: list[str] = (), refine: Callable[[], Graphs] | None = None) -> tuple[BackendProfile, list[NodeCost]]:
+    """The CPU EP's totals and node rows from ONNX Runtime's trace ``text``. The CPU EP's nodes
+    went through ORT's further optimizations (level 2 and up fuse ``SkipLayerNormalization`` &
+    co. after partitioning): when ``graphs`` (level 1) cannot place one of them, ``refine()``
+    gives the graph at the session's own level, on which the fused nodes' members are found."""
     if text is None:
         return _failed("cpu", hardware, "ONNX Runtime wrote no profile", list(notes)), []
     try:
@@ -166,6 +169,12 @@ def cpu_backend(text: str | None, graphs: Graphs, warmup: int, hardware: str,
         return _failed("cpu", hardware, str(exc), list(notes)), []
     if not timed:
         return _failed("cpu", hardware, "ONNX Runtime's profile holds no timed run", list(notes)), []
+    names = {e.name for run in timed for e in run if e.provider == CPU_PROVIDER}
+    if refine is not None and any(not graphs.model_nodes(n, resolve_ep_name)[1] for n in names):
+        try:
+            graphs = refine()
+        except UserError:
+            pass  # the level-1 graph it is: unplaced nodes are kept as rows of their own
     nodes = cpu_nodes(timed, graphs, resolve_ep_name)
     return BackendProfile(status="ok", hardware=hardware, unit="us", **_total(run_totals(timed)), runs=len(timed),
                           notes=list(notes)), nodes
@@ -239,9 +248,9 @@ def hardware_of(backend: str, soc: str | None) -> str:
     return f"{'NPU' if backend == 'htp' else 'GPU'} of {platform.node()}"
 
 
-def model_graphs(prepared, config, workdir: str) -> Graphs:
-    """The graph the runtime partitions (ORT's level-1 optimizations applied, as the EP sees it)
-    and the model's nodes placed on it."""
+def model_graphs(prepared, config, workdir: str, level: str = "basic") -> Graphs:
+    """The graph the runtime partitions (ORT's level-1 optimizations applied, as the EP sees it;
+    ``level``: a CPU session's own, with its later fusions) and the model's nodes placed on it."""
     from dashboard.intake.reader import load_model
     from dashboard.platform import discard_into
     from dashboard.runtime.qnn import optimized_model
@@ -250,9 +259,10 @@ def model_graphs(prepared, config, workdir: str) -> Graphs:
     if config.optimization_level == "disabled":
         opt = opt_graph(graph)
     else:
-        out = str(Path(workdir, "optimized.onnx"))
+        out = str(Path(workdir, f"optimized-{level}.onnx"))
         discard_into(out + ".data")
-        optimized_model(prepared.session_input, out, dims=config.dims, session_config=prepared.session_config)
+        optimized_model(prepared.session_input, out, level=level, dims=config.dims,
+                        session_config=prepared.session_config)
         opt = opt_graph(load_model(out))
     order = [graph.nodes[i].name for i in graph.topo_order]
     return Graphs(opt, place_model_nodes(graph, opt), order, {n.name: n.op_type for n in graph.nodes})
@@ -304,7 +314,8 @@ def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit) -
                                         hardware, session.level, session.notes)
     nodes += rows
     cpu, cpu_rows = cpu_backend(session.ort_text(), graphs, args.warmup, hardware_of("cpu", None),
-                                ["the nodes the HTP refused, from ONNX Runtime's profiler in the same session"])
+                                ["the nodes the HTP refused, from ONNX Runtime's profiler in the same session"],
+                                _refine(prepared, base, workdir, graphs))
     if cpu_rows or cpu.status == "failed":
         backends["cpu"] = cpu
         nodes += cpu_rows
@@ -318,8 +329,16 @@ def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, no
     except UserError as exc:
         backends["cpu"] = _failed("cpu", hardware, str(exc), [])
         return
-    backends["cpu"], rows = cpu_backend(session.ort_text(), graphs, args.warmup, hardware, [note] if note else [])
+    backends["cpu"], rows = cpu_backend(session.ort_text(), graphs, args.warmup, hardware, [note] if note else [],
+                                        _refine(prepared, base, workdir, graphs))
     nodes += rows
+
+
+def _refine(prepared, base, workdir, graphs: Graphs) -> Callable[[], Graphs] | None:
+    """The CPU EP's graph at the session's optimization level, when that is above level 1."""
+    if base.optimization_level in ("disabled", "basic"):
+        return None
+    return lambda: model_graphs(prepared, base, str(workdir), level=base.optimization_level)
 
 
 def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit) -> None:

@@ -14,6 +14,12 @@ BACKEND_COLORS = {"cpu": "#6b7a8f", "gpu": "#2ca02c", "htp": "#d62728"}
 INSERTED_COLOR = "#fdae6b"
 
 
+def _role(row) -> str:
+    if row.inserted:
+        return "inserted by the runtime" + (f" for {row.serves}" if row.serves else "")
+    return f"fused group of {len(row.members)}" if row.carrier else ""
+
+
 def top_nodes(profile: Profile, backend: str | None = None, n: int = 15) -> go.Figure:
     """The ``n`` costliest rows of ``backend`` (default: the first that ran) as horizontal bars, in
     its unit, the inserted rows told apart by colour and every bar's share in its hover."""
@@ -26,8 +32,7 @@ def top_nodes(profile: Profile, backend: str | None = None, n: int = 15) -> go.F
     unit = profile.backends[backend].unit
     fig.add_bar(x=[r.median for r in rows], y=[r.name for r in rows], orientation="h",
                 marker_color=[INSERTED_COLOR if r.inserted else BACKEND_COLORS.get(backend, "#444") for r in rows],
-                customdata=[[r.op_type, f"{r.share:.1%}", "inserted by the EP for " + (r.serves or "?") if r.inserted
-                             else (f"fused group of {len(r.members)}" if r.carrier else "")] for r in rows],
+                customdata=[[r.op_type, f"{r.share:.1%}", _role(r)] for r in rows],
                 hovertemplate="%{y} [%{customdata[0]}]<br>%{x:,.0f} " + ("cycles" if unit == "cycles" else "µs")
                               + " (%{customdata[1]} of the backend)<br>%{customdata[2]}<extra></extra>")
     fig.update_layout(

@@ -334,7 +334,7 @@ def _profile(profile, top: int = 15) -> str:
             continue
         out.append(f"<h4>{esc(name.upper())}: {esc(profile.label(name))}</h4>")
         node_rows = [[f"{n.share:.1%}", _profile_figure(n.median, n.unit), n.name, n.op_type,
-                      f"inserted by the EP for {n.serves}" if n.inserted
+                      ("inserted by the runtime" + (f" for {n.serves}" if n.serves else "")) if n.inserted
                       else f"fused group: {', '.join(n.members)}" if n.carrier else ""]
                      for n in profile.top(top, name)]
         out.append(_table(["share", "median", "node", "op type", ""], node_rows))
