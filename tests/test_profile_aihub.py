@@ -143,3 +143,23 @@ def test_the_html_report_has_a_profile_section_that_never_shows_simulated_cycles
     assert "FAILED" not in section and "failed" in section  # the GPU's row says it failed, with its reason
     without = build_html(ReportInput("cnn", str(SAMPLE), "0" * 32, load_model(SAMPLE)))
     assert "id='profile'" not in without
+
+
+def test_against_an_earlier_profile_shows_what_changed_and_refuses_a_file_that_is_not_one(tmp_path, capsys):
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profile_fixtures import cnn_profile
+
+    earlier = write(tmp_path, cnn_profile().to_json(), "earlier.json")
+    path = write(tmp_path, download_profile(LAYERS))
+    assert main(["profile", str(SAMPLE), "--aihub", str(path), "--device-name", "S24", "--against", str(earlier)]) == 0
+    out = capsys.readouterr().out
+    assert "compared with" in out and "HTP: then simulated HTP cycles, now µs measured on S24 by AI Hub" in out
+    assert main(["profile", str(SAMPLE), "--aihub", str(path), "--against", str(earlier), "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)["compared"]["htp"]
+    conv = next(r for r in compared["name"] if r["name"] == "/features.0/features.0/Conv")
+    assert conv["ratio"] is None  # cycles against µs: never divided
+    assert main(["profile", str(SAMPLE), "--aihub", str(path), "--against", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1

@@ -57,3 +57,18 @@ def test_the_report_command_adds_the_profile_section(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     section = out.read_text().split("<section id='profile'>")[1].split("</section>")[0]
     assert "simulated HTP cycles" in section and "Transpose" in section and "Simulated cycles are not time" in section
+
+
+def test_two_setting_sets_compare_per_node_and_op_type(tmp_path):
+    first = cli("--runs", "2", "--backends", "htp", "--json")
+    assert first.returncode == 0, first.stderr[-2000:]
+    (tmp_path / "fp32.json").write_text(first.stdout)
+    second = cli("--runs", "2", "--backends", "htp", "--fp16", "--soc", "60", "--json", "--against",
+                 str(tmp_path / "fp32.json"))
+    assert second.returncode == 0, second.stderr[-2000:]
+    compared = json.loads(second.stdout)["compared"]["htp"]
+    assert compared["a"] == compared["b"] == "simulated HTP cycles"
+    names = {r["name"] for r in compared["name"]}
+    assert "Transpose" in names and "/features.0/features.0/Conv" in names
+    assert all(r["ratio"] is None or r["ratio"] >= 0 for r in compared["name"])
+    assert {r["op_type"] for r in compared["op_type"]} >= {"Transpose", "Relu"}

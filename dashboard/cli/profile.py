@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--aihub", metavar="FILE", help="import a profile downloaded from Qualcomm AI Hub "
                                                          "(ProfileJob.download_profile) instead of measuring here")
     parser.add_argument("--device-name", metavar="NAME", help="the AI Hub device, when the file does not name it")
+    parser.add_argument("--against", metavar="PROFILE.json",
+                        help="compare with a profile written by `profile --json` (other settings, or another model "
+                             "with the same node names): per-node and per-op-type changes")
     parser.add_argument("--top", type=runs, default=TOP, help=f"nodes, op types and blocks shown (default {TOP})")
     parser.set_defaults(run=run)
 
@@ -74,7 +77,22 @@ def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile
                          on_event=None if quiet else progress)
 
 
+def read_profile(path: str) -> "Profile":
+    """A profile written by ``profile --json``: one line ``UserError`` when it is not one."""
+    from dashboard.profile.model import Profile
+    from dashboard.serde import loads
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the profile ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a profile (not UTF-8 text; `profile --json` writes JSON)") from None
+    return loads(Profile, text, f"{path}")
+
+
 def run(args: argparse.Namespace) -> int:
+    before = read_profile(args.against) if args.against else None  # a bad file fails before anything runs
     profile = profile_from_args(args, quiet=args.json)
     if args.csv:
         try:
@@ -84,10 +102,52 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from dashboard.cli.common import print_json
 
-        print_json(profile.to_json())
+        data = profile.to_json()
+        if before is not None:
+            data["compared"] = comparison_json(before, profile)
+        print_json(data)
     else:
-        print("\n".join(render_text(profile, args.top)))
+        lines = render_text(profile, args.top)
+        if before is not None:
+            lines += compare_text(before, profile, args.against, args.top)
+        print("\n".join(lines))
     return 0
+
+
+def _shared_backends(a: "Profile", b: "Profile") -> list[str]:
+    return [k for k in b.backends if k in a.backends and a.backends[k].ok and b.backends[k].ok]
+
+
+def comparison_json(a: "Profile", b: "Profile") -> dict:
+    """Per backend both ran: the per-node and per-op-type changes (``profile.model.compare``)."""
+    from dashboard.profile.model import compare
+
+    from dashboard.serde import dump
+
+    out = {}
+    for backend in _shared_backends(a, b):
+        out[backend] = {"a": a.label(backend), "b": b.label(backend),
+                        **{by: compare(a, b, backend, by).to_dict("records") for by in ("name", "op_type")}}
+    return dump(out)  # NaN (one side only, or units that do not divide) as null: JSON has no NaN
+
+
+def compare_text(a: "Profile", b: "Profile", path: str, top: int = TOP) -> list[str]:
+    from dashboard.profile.model import compare
+
+    lines = ["", f"compared with {path} ({a.model}, {a.runs} run(s)): change of share of each backend's total"]
+    shared = _shared_backends(a, b)
+    if not shared:
+        return lines + ["  no backend ran in both profiles"]
+    for backend in shared:
+        lines.append(f"{backend.upper()}: then {a.label(backend)}, now {b.label(backend)}")
+        for by in ("op_type", "name"):
+            frame = compare(a, b, backend, by).head(top)
+            lines.append(f"  {'op types' if by == 'op_type' else 'nodes'}:")
+            for row in frame.itertuples(index=False):
+                ratio = "" if row.ratio != row.ratio else f", {row.ratio:.2f}x"  # NaN: units differ or one side only
+                lines.append(f"    {row.a_share:6.1%} -> {row.b_share:6.1%} ({row.share_change:+.1%}{ratio})  "
+                             f"{getattr(row, by)}")
+    return lines
 
 
 def _figure(value: float | None, unit: str) -> str:
