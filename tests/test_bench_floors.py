@@ -60,3 +60,28 @@ def test_the_partition_floor_times_a_first_run_on_an_empty_cache_each_time(parti
     assert len(set(caches)) == 3 and all(not Path(c).exists() for c in caches)
     assert commands[0][1:] == ["-m", "dashboard", "partition", str(partition_bench.sample_path("cnn_classifier.onnx")),
                                "--backends", "htp", "--json"]
+
+
+@pytest.fixture
+def profile_bench():
+    spec = importlib.util.spec_from_file_location("profile_bench", ROOT / "benchmarks" / "profile_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("wall, code", [(1.2, 0), (1.4, 1)])
+def test_the_profile_floor_compares_the_cli_with_the_bare_script_of_the_same_runs(wall, code, profile_bench,
+                                                                                   monkeypatch, capsys):
+    seen = []
+
+    def fake(bare, ours, env, runs):
+        seen.extend([bare(), ours()])
+        return medians(wall)
+
+    monkeypatch.setattr(bench, "alternating", fake)
+    monkeypatch.setattr(sys, "argv", ["profile_bench.py", "--runs", "7"])
+    assert profile_bench.main() == code
+    assert "FAILED" in capsys.readouterr().out if code else True
+    assert seen[0][1].endswith("profile_bare.py") and seen[0][4] == "7"
+    assert seen[1][1:5] == ["-m", "dashboard", "profile", seen[0][2]] and "7" in seen[1]

@@ -74,3 +74,22 @@ def test_scopes_and_spread():
     assert cut_scope("/encoder/layer.0/attention", 2) == "/encoder/layer.0"
     s = spread([5.0, 1.0, 3.0, 2.0, 4.0])
     assert (s["median"], s["min"], s["max"], s["p10"], s["p90"]) == (3.0, 1.0, 5.0, 1.0, 5.0)
+
+
+def test_two_profiles_compare_per_node_and_op_type_and_never_divide_cycles_by_microseconds():
+    from dashboard.profile.model import compare
+
+    fp32, fp16 = cnn_profile(), cnn_profile()
+    transpose = fp16.node("Transpose")
+    transpose.median /= 2
+    transpose.share = transpose.median / fp16.backends["htp"].total
+    by_node = compare(fp32, fp16)
+    row = by_node[by_node.name == "Transpose"].iloc[0]
+    assert row.ratio == pytest.approx(0.5) and row.share_change < 0
+    assert by_node.iloc[0]["name"] == "Transpose"  # the largest change first
+    by_op = compare(fp32, fp16, by="op_type")
+    assert set(by_op.op_type) == {n.op_type for n in fp32.backend_nodes("htp")}
+    imported = aihub_profile()
+    mixed = compare(fp32, imported)  # simulated cycles against AI Hub's µs: shares only
+    assert mixed.ratio.isna().all() and mixed.attrs["b"].startswith("µs measured on")
+    assert len(fp32.index()) == len(fp32.nodes)  # (name, backend) is unique

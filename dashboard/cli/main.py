@@ -27,6 +27,7 @@ from dashboard.cli.common import EXIT_USAGE, Parser
 COMMANDS = {
     "classify": ("dashboard.cli.classify", "classify a model as GenAI / NonGenAI / Unknown"),
     "partition": ("dashboard.cli.partition", "which nodes GPU and HTP claim, and migration plans"),
+    "profile": ("dashboard.cli.profile", "where the time goes: per-node cost on each backend (or an AI Hub import)"),
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
     "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),

@@ -3,7 +3,8 @@
 It classifies the model (both classifiers), analyses its partitions and runs a short timeline on
 the device (``--device``, this machine by default), then writes everything with
 ``dashboard.render.report``: charts and pictures inline, nothing fetched when it is opened. The
-partition options are ``partition``'s; ``--no-timeline`` leaves the timeline out.
+partition options are ``partition``'s; ``--no-timeline`` leaves the timeline out; ``--profile-runs N``
+adds where the time goes per node (``profile``) and ``--aihub FILE`` an AI Hub profile of the model.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=20, help="timeline requests per strategy (default 20)")
     parser.add_argument("--rate", type=float, default=20.0, help="timeline requests per second (default 20)")
     parser.add_argument("--no-timeline", action="store_true", help="leave the timeline out")
+    parser.add_argument("--profile-runs", type=int, default=0, metavar="N",
+                        help="add a profile of N timed runs (where the time goes per node; see `profile`)")
+    parser.add_argument("--aihub", metavar="FILE", help="add an AI Hub profile (see `profile --aihub`)")
+    parser.add_argument("--device-name", metavar="NAME", help="the AI Hub file's device, when it does not say")
     parser.set_defaults(run=run)
 
 
@@ -43,6 +48,29 @@ def _timeline_progress(event: ProgressEvent) -> None:
         print(f"  timeline: {STRATEGY_TITLES.get(event.strategy, event.strategy)}", file=sys.stderr, flush=True)
     elif isinstance(event, Status):
         print(f"  timeline: {event.message}", file=sys.stderr, flush=True)
+
+
+def _profiles(args: argparse.Namespace, settings, graph) -> tuple[list, str | None]:
+    """The profiles the report shows: one measured on the device (``--profile-runs``), the AI Hub
+    import (``--aihub``, read before anything ran). A profile that cannot run is said in the report."""
+    from dashboard.runtime.client import WorkerError
+    from dashboard.runtime.devices import Device
+
+    profiles, error = [], None
+    if args.profile_runs:
+        from dashboard.cli.partition import progress
+        from dashboard.profile.run import profile_model
+
+        print("profiling", file=sys.stderr, flush=True)
+        try:
+            profiles.append(profile_model(args.model, settings, runs=args.profile_runs,
+                                          device=Device.parse(args.device), on_event=progress))
+        except (UserError, WorkerError) as exc:
+            error = str(exc)
+            print(f"warning: the profile could not run: {error}", file=sys.stderr, flush=True)
+    if args.aihub_profile is not None:
+        profiles.append(args.aihub_profile)
+    return profiles, error
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +86,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.out}: its folder does not exist")
     graph = load_model(args.model)
     settings = SETTINGS.parse(args)  # bad settings or devices: one error line, before anything runs
+    if args.profile_runs:
+        from dashboard.profile.protocol import check_runs
+
+        check_runs(args.profile_runs, 1)
+    aihub = None
+    if args.aihub:
+        from dashboard.profile.aihub import import_profile, read_file
+
+        aihub = import_profile(read_file(args.aihub), graph, args.aihub, args.device_name)  # bad file: one line now
+    args.aihub_profile = aihub
     Device.parse(args.device)
     timeline_options = None
     if not args.no_timeline:
@@ -82,9 +120,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: the timeline could not run: {timeline_error}", file=sys.stderr, flush=True)
         else:
             timelines[0].label = f"{', '.join(timeline_options.strategies)} on {timelines[0].device.get('label')}"
+    profiles, profile_error = _profiles(args, settings, graph)
     document = build_html(ReportInput(Path(args.model).name, str(Path(args.model).resolve()),
                                       partition.digest or file_digest(args.model), graph, classifications,
-                                      [partition], timelines, timeline_error))
+                                      [partition], timelines, timeline_error, profiles, profile_error))
     try:
         out.write_text(document, encoding="utf-8")
     except OSError as exc:

@@ -7,6 +7,7 @@ every result a ``pandas`` table (``.to_frame()``) and a ``plotly`` figure (``.fi
     model.classify().to_frame()                   # both classifiers' signals, with evidence
     model.partition(fp16=True).figure()           # the graph coloured by GPU / HTP support
     model.timeline(strategies=["fast", "migrate"], requests=20).figure("gantt")
+    model.profile(fp16=True, soc="60").to_frame()  # per-node cost: simulated HTP cycles here, CPU EP µs
 
 A thin layer over the records the CLI and the pages use (``Classification``, ``PartitionReport``,
 ``TimelineRun``, each as ``.record``) and the ``dashboard.render`` figures; QNN work runs in a worker
@@ -18,6 +19,6 @@ from dashboard.lazy import exports
 
 __getattr__, __dir__ = exports(__name__, {
     "load": "api", "sample": "api", "samples": "api", "Model": "api", "Classified": "api", "Partitioned": "api",
-    "Timeline": "api",
+    "Timeline": "api", "Profiled": "api",
 })
 __all__ = __dir__()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,6 +30,9 @@ from dashboard.runtime.knobs import KEYS, Settings, worded_error
 from dashboard.runtime.protocol import ProgressEvent
 from dashboard.timeline.model import DEFAULT_TIMEOUT as TIMELINE_TIMEOUT
 from dashboard.timeline.model import TimelineOptions, TimelineRun, strategy_table
+
+if TYPE_CHECKING:
+    from dashboard.profile.model import Profile
 
 OnEvent = Callable[[ProgressEvent], None] | None
 
@@ -81,6 +84,27 @@ class Model:
         parsed = _options(Settings, "partition", options)
         report = analyze(self.path, parsed, timeout=timeout, on_event=on_event, use_cache=use_cache)
         return Partitioned(worded(report, KEYS), self.graph)
+
+    def profile(self, *, runs: int = 10, device: str = "local", on_event: OnEvent = None, **options) -> "Profiled":
+        """Where the time goes: per-node cost on each backend over ``runs`` timed runs (``profile``
+        of the CLI, in a worker process); ``options`` are ``Settings`` fields as for ``partition``.
+        On this host the HTP's figures are simulated HTP cycles, never time."""
+        from dashboard.profile.run import profile_model
+        from dashboard.runtime.devices import Device
+
+        parsed = _options(Settings, "profile", options)
+        try:
+            return Profiled(profile_model(self.path, parsed, runs=runs, device=Device.parse(device),
+                                          on_event=on_event))
+        except UserError as exc:
+            raise worded_error(exc, KEYS) from None
+
+    def import_aihub(self, path: str | os.PathLike, device_name: str | None = None) -> "Profiled":
+        """A profile downloaded from Qualcomm AI Hub (``ProfileJob.download_profile``) on this
+        model's nodes; ``record.unmatched`` lists the layers no node was found for."""
+        from dashboard.profile.aihub import import_profile, read_file
+
+        return Profiled(import_profile(read_file(path), self.graph, str(path), device_name))
 
     def timeline(self, *, device: str = "local", timeout: float | None = TIMELINE_TIMEOUT, on_event: OnEvent = None,
                  **options) -> "Timeline":
@@ -195,6 +219,31 @@ class Partitioned:
         if kind not in self.record.plans:
             raise UserError(f"no plan {kind!r}; plans: {', '.join(self.record.plans) or 'none (see record.classes)'}")
         return self.record.plans[kind]
+
+
+@dataclass
+class Profiled:
+    """A cost profile (``record``: ``profile.model.Profile``): per node and backend, median and
+    spread in the backend's unit and the share of its total."""
+
+    record: "Profile"
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per node and backend (``Profile.frame``); ``record.by_op_type()`` and
+        ``record.by_scope()`` sum them per op type and per block."""
+        return self.record.frame()
+
+    def figure(self, backend: str | None = None, n: int = 15) -> go.Figure:
+        """The ``n`` costliest nodes of ``backend`` (default: the first that ran), in its own unit."""
+        from dashboard.render.profile_figures import top_nodes
+
+        if backend is not None and backend not in self.record.backends:
+            raise UserError(f"no backend {backend!r} in this profile; it has {', '.join(self.record.backends)}")
+        return top_nodes(self.record, backend, n)
+
+    def __repr__(self) -> str:
+        parts = [f"{k}: {self.record.label(k)}" if b.ok else f"{k}: failed" for k, b in self.record.backends.items()]
+        return f"<Profiled {self.record.model}: {len(self.record.nodes)} rows; {'; '.join(parts)}>"
 
 
 @dataclass

@@ -179,6 +179,10 @@ class Profile(Record):
                 return n
         return None
 
+    def index(self) -> dict[tuple[str, str], NodeCost]:
+        """``{(name, backend): row}``: the lookup an overlay of thousands of nodes wants."""
+        return {(n.name, n.backend): n for n in self.nodes}
+
     def top(self, n: int = 10, backend: str | None = None) -> list[NodeCost]:
         """The ``n`` costliest rows, per backend by share when several backends are mixed (their
         units differ, so only shares compare)."""
@@ -242,6 +246,33 @@ class Profile(Record):
                  "nodes": len(self.backend_nodes(k)), "reason": b.reason}
                 for k, b in self.backends.items()]
         return pd.DataFrame(rows)
+
+
+def compare(a: Profile, b: Profile, backend: str = "htp", by: Literal["name", "op_type", "scope"] = "name",
+            depth: int = 1) -> "pd.DataFrame":
+    """Two profiles side by side on one backend (two setting sets of one model, or two models with
+    the same node names), per node, op type or block: ``key, a, b, a_share, b_share, share_change``
+    and ``ratio`` (b / a; only when both are in the same unit, else NaN: cycles and µs never
+    divide). Rows present in one profile only are kept, the other side empty."""
+    import pandas as pd
+
+    def sums(p: Profile) -> dict[str, tuple[float, float]]:
+        key = {"name": lambda n: n.name, "op_type": lambda n: n.op_type,
+               "scope": lambda n: cut_scope(n.scope, depth)}[by]
+        return {k: (m, s) for (_, _, k), (_, m, s) in summed(p.nodes, key, backend).items()}
+
+    left, right = sums(a), sums(b)
+    ua = a.backends[backend].unit if backend in a.backends else None
+    ub = b.backends[backend].unit if backend in b.backends else None
+    rows = []
+    for key in dict.fromkeys([*left, *right]):
+        (am, ash), (bm, bsh) = left.get(key, (math.nan, 0.0)), right.get(key, (math.nan, 0.0))
+        ratio = bm / am if ua == ub and am and not math.isnan(am) and not math.isnan(bm) else math.nan
+        rows.append({by: key, "a": am, "b": bm, "a_share": ash, "b_share": bsh, "share_change": bsh - ash,
+                     "ratio": ratio})
+    frame = pd.DataFrame(rows, columns=[by, "a", "b", "a_share", "b_share", "share_change", "ratio"])
+    frame.attrs.update(a=a.label(backend) if ua else "", b=b.label(backend) if ub else "")
+    return frame.sort_values("share_change", key=abs, ascending=False, ignore_index=True)
 
 
 # -- helpers shared by the parsers, the views and the record --------------------------------------

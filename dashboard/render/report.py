@@ -58,6 +58,8 @@ class ReportInput:
     partitions: list[PartitionReport] = field(default_factory=list)
     timelines: list[TimelineRun] = field(default_factory=list)
     timeline_error: str | None = None  # why the timeline asked for could not run (the rest still reports)
+    profiles: list = field(default_factory=list)  # profile.model.Profile: measured here or imported from AI Hub
+    profile_error: str | None = None  # why the profile asked for could not run
     generated: datetime = field(default_factory=lambda: datetime.now(timezone.utc))  # also in the file's name
 
 
@@ -76,10 +78,12 @@ def build_html(data: ReportInput) -> str:
         sections.append(("classifier", "Classifier evidence", _classifier(*data.classifications)))
     sections.append(("partitions", "Partitions", "".join(_partition(r, data) for r in data.partitions)
                      or "<p class='muted'>No partition analysis in this report.</p>"))
+    if data.profiles or data.profile_error:
+        sections.append(("profile", "Where the time goes", _profiles(data.profiles, data.profile_error)))
     sections.append(("timeline", "Timeline", _timelines(data.timelines, data.timeline_error)))
     nav = "".join(f"<a href='#{key}'>{esc(title)}</a>" for key, title, _ in sections)
     body = "".join(f"<section id='{key}'><h2>{esc(title)}</h2>{content}</section>" for key, title, content in sections)
-    plotly_js = _plotly_js() if data.timelines else ""
+    plotly_js = _plotly_js() if data.timelines or data.profiles else ""
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>QNN Backend Lab report: {esc(data.name)}</title><style>{STYLE}</style>{plotly_js}</head><body>"
@@ -292,6 +296,61 @@ def _strip_svg(kind: str, plan: Plan, width: int) -> str:
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='66' role='img' "
             f"aria-label='{esc(title)}'><text x='0' y='12' font-size='12'>{esc(title)}</text>"
             + "".join(rects) + legend + "</svg>")
+
+
+# -- profiles ---------------------------------------------------------------------------------------
+PROFILE_NOTE = ("Simulated HTP cycles come from QNN's HTP simulator on this x86_64 host: they rank the ops of this "
+                "graph against each other, they are not a phone's NPU cycles, and HTP ops overlap, so they are "
+                "never turned into time. Shares are of each backend's own total.")
+
+
+def _profiles(profiles: list, error: str | None = None) -> str:
+    failed = f"<div class='note'><b>The profile could not run.</b> {esc(error)}</div>" if error else ""
+    return failed + "".join(_profile(p) for p in profiles)
+
+
+def _profile_figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f} cycles" if unit == "cycles" else f"{value:,.1f} µs"
+
+
+def _profile(profile, top: int = 15) -> str:
+    from dashboard.profile.model import cut_scope, summed
+    from dashboard.render.profile_figures import top_nodes
+
+    source = "imported from Qualcomm AI Hub" if profile.source == "imported" else "measured"
+    out = [f"<h3>{esc(profile.model)}: {esc(source)}, {profile.runs} timed run(s)</h3>"]
+    if any(b.ok and b.unit == "cycles" and "simulator" in b.hardware for b in profile.backends.values()):
+        out.append(f"<div class='note'><b>Simulated cycles are not time.</b> {esc(PROFILE_NOTE)}</div>")
+    rows = [[name.upper(), b.status, b.hardware, profile.label(name) if b.ok else "—",
+             _profile_figure(b.total, b.unit) if b.ok else "—", b.runs, b.reason or "; ".join(b.notes) or ""]
+            for name, b in profile.backends.items()]
+    out.append(_table(["backend", "status", "hardware", "figures are", "total per run (median)", "runs",
+                       "reason / notes"], rows))
+    for name, b in profile.backends.items():
+        nodes = profile.backend_nodes(name)
+        if not b.ok or not nodes:
+            continue
+        out.append(f"<h4>{esc(name.upper())}: {esc(profile.label(name))}</h4>")
+        node_rows = [[f"{n.share:.1%}", _profile_figure(n.median, n.unit), n.name, n.op_type,
+                      ("inserted by the runtime" + (f" for {n.serves}" if n.serves else "")) if n.inserted
+                      else f"fused group: {', '.join(n.members)}" if n.carrier else ""]
+                     for n in profile.top(top, name)]
+        out.append(_table(["share", "median", "node", "op type", ""], node_rows))
+        for title, key in (("op types", lambda n: n.op_type), ("blocks", lambda n: cut_scope(n.scope, 1) or "(top level)")):
+            sums = sorted(summed(nodes, key).items(), key=lambda kv: -kv[1][1])[:top]
+            out.append(f"<p><b>{esc(title)}</b></p>" + _table(
+                ["share", "total", title[:-1], "nodes"],
+                [[f"{share:.1%}", _profile_figure(median, unit), label, count]
+                 for (_, unit, label), (count, median, share) in sums]))
+        out.append(_figure(top_nodes(profile, name)))
+    if profile.unmatched:
+        out.append(f"<div class='note'><b>{len(profile.unmatched)} layer(s) of the imported file match no node of "
+                   f"the model.</b></div>")
+        out.append(_table(["layer", "type", "compute unit", "µs"],
+                          [[u.name, u.type, u.compute_unit, f"{u.value:,.1f}"] for u in profile.unmatched[:50]]))
+    return "".join(out)
 
 
 # -- timelines --------------------------------------------------------------------------------------

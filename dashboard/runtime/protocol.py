@@ -126,7 +126,7 @@ class WorkerProgress(Record):
 
 
 # -- the registries ---------------------------------------------------------------------------------
-CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.protocol")
+CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.protocol", "dashboard.profile.protocol")
 """The modules that register the commands and events of the capabilities above the runtime."""
 
 

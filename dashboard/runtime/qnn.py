@@ -93,9 +93,14 @@ def host_info() -> dict:
     }
 
 
-def session_options(config: SessionConfig) -> ort.SessionOptions:
+def session_options(config: SessionConfig, profile_prefix: str | None = None) -> ort.SessionOptions:
+    """``profile_prefix``: ONNX Runtime's own profiler on, its JSON trace written at
+    ``<prefix>_<date>.json`` (a profile's CPU EP nodes; ``session.end_profiling()`` names the file)."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     options.graph_optimization_level = _OPT_LEVELS[config.optimization_level]
     if config.intra_op_threads:
         options.intra_op_num_threads = config.intra_op_threads
@@ -220,7 +225,8 @@ def first_error(errors: list[str], fallback: str) -> str:
     return errors[0] if errors else fallback
 
 
-def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bool = False) -> SessionHandle:
+def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bool = False,
+                   profile_prefix: str | None = None) -> SessionHandle:
     """Create a session; raise ``UserError`` with the runtime's own message if it fails.
 
     When a QNN backend cannot set up (no Adreno, a bad option), ONNX Runtime still creates the
@@ -230,7 +236,7 @@ def create_session(model: str | bytes, config: SessionConfig, *, require_qnn: bo
     if require_qnn and config.backend != "cpu":
         record = {"session.record_ep_graph_assignment_info": "1"}
         config = config.replace(session_config={**config.session_config, **record})
-    options = session_options(config)
+    options = session_options(config, profile_prefix)
     providers = None if config.backend != "cpu" else [CPU_EP]
     start = time.perf_counter()
     with captured_native_log() as errors:

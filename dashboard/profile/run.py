@@ -1,0 +1,67 @@
+"""Profiling a model from the dashboard's side: check the input, run the worker, keep what it said.
+
+``profile_model`` is the one entry point of the CLI, the pages, the report and the notebook. The
+work runs in a worker subprocess (``runtime.jobs.run_command``: the same lifecycle, timeout and
+Cancel as every run), so a crash or hang of QNN is a failed backend in the profile, never a dead
+dashboard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from dashboard.errors import UserError
+from dashboard.profile.model import DEFAULT_RUNS, DEFAULT_WARMUP, BackendProfile, Profile
+from dashboard.profile.protocol import ProfileArgs, check_runs
+from dashboard.runtime.jobs import Cancellation
+from dashboard.runtime.knobs import TIMEOUTS, Settings
+
+DEFAULT_TIMEOUT = TIMEOUTS["profile"]
+
+
+def profile_model(model_path: str | os.PathLike, settings: Settings | None = None, *, runs: int = DEFAULT_RUNS,
+                  warmup: int = DEFAULT_WARMUP, device=None, timeout: float | None = None, on_event=None,
+                  cancel: Cancellation | None = None) -> Profile:
+    """The cost profile of ``model_path`` under ``settings`` (its ``backends``: ``htp`` and/or
+    ``gpu``; the CPU EP comes with the HTP for what it refuses) over ``runs`` timed runs after
+    ``warmup``. Bad input (an unreadable model, bad settings or counts, an unreachable device) is a
+    ``UserError``; a runtime failure is a backend's ``status``/``reason``, the rest kept."""
+    from dashboard.intake.digest import file_digest
+    from dashboard.intake.reader import load_model
+    from dashboard.intake.shapes import check_input_shapes, resolve_dims
+    from dashboard.runtime.config import SessionConfig
+    from dashboard.runtime.devices import Device
+    from dashboard.runtime.jobs import run_command
+
+    settings = settings or Settings()
+    check_runs(runs, warmup)
+    given = Path(model_path).expanduser()
+    graph = load_model(given)  # bad input fails here, in one line, before any process starts
+    path = str(given.resolve())
+    dims = resolve_dims(graph, settings.dims)
+    check_input_shapes(graph, settings.shapes, dims)
+    device = device or Device.parse("local")
+    backends = [b for b in settings.backends if b in ("htp", "gpu")] or ["htp"]
+    config = SessionConfig.of(settings, "htp", dims=dims)
+    args = ProfileArgs("", config, backends, dict(settings.shapes), runs, warmup)
+    answer = run_command(device, path, None, "profile", lambda located: dataclasses.replace(args, path=located),
+                         timeout=timeout or settings.timeout or DEFAULT_TIMEOUT, on_event=on_event, cancel=cancel)
+    if answer.failure is not None:
+        return crashed(given.name, backends, runs, warmup, str(answer.failure), settings)
+    profile: Profile = answer.result
+    profile.model = given.name
+    profile.digest = file_digest(path)
+    profile.settings = settings.to_json()
+    return profile
+
+
+def crashed(model: str, backends: list[str], runs: int, warmup: int, reason: str, settings: Settings) -> Profile:
+    """The profile of a worker that crashed, hung or failed: every backend failed with its reason."""
+    return Profile(model=model, runs=runs, warmup=warmup, settings=settings.to_json(),
+                   backends={b: BackendProfile(status="failed", hardware="unknown", unit="cycles", reason=reason)
+                             for b in backends})
+
+
+__all__ = ["profile_model", "UserError"]
