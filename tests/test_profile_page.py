@@ -22,7 +22,6 @@ from dashboard.intake.reader import load_model
 from dashboard.intake.samples import sample_path
 from dashboard.render import model_explorer as me
 from dashboard.render import profile_views
-from dashboard.render.profile_diff import node_diff, op_type_diff
 
 SAMPLE = sample_path("cnn_classifier.onnx")
 JOB = "profile_job"
@@ -120,42 +119,33 @@ def _scaled(profile, factor: float):
     return dataclasses.replace(profile, nodes=nodes)
 
 
-def test_compare_shows_per_node_and_per_op_type_differences_of_one_unit_only():
+def test_compare_shows_per_node_and_per_op_type_differences():
     a, b = cnn_profile(), _scaled(cnn_profile(), 2.0)
     at = with_profiles(("fp16", a), ("fp32", b))
     at.selectbox(key="pf_cmp_a").set_value("#1 fp16")
     at.selectbox(key="pf_cmp_b").set_value("#2 fp32").run()
-    nodes = frame_with(at, "B − A")
-    row = nodes[nodes["node"] == "/features.3/features.3/Relu"].iloc[0]
+    nodes = frame_with(at, "share_change")
     relu = a.node("/features.3/features.3/Relu")
-    assert row["B − A"] == pytest.approx(relu.median) and row["B / A"] == pytest.approx(2.0)
-    softmax = nodes[nodes["node"] == "/classifier/Softmax"].iloc[0]
-    assert softmax["B − A"] == 0
-    ops = frame_with(at, "total A")
-    transpose = ops[ops["op type"] == "Transpose"].iloc[0]
-    assert transpose["total B"] == pytest.approx(2 * a.node("Transpose").median)
+    row = nodes[nodes["name"] == relu.name].iloc[0]
+    assert row["b"] - row["a"] == pytest.approx(relu.median) and row["ratio"] == pytest.approx(2.0)
+    assert "Share of the HTP total per node" in chart_specs(at)[-1]["layout"]["title"]["text"]
+    at.radio(key="pf_cmp_by").set_value("op_type").run()
+    ops = frame_with(at, "share_change")
+    transpose = ops[ops["op_type"] == "Transpose"].iloc[0]
+    assert transpose["b"] == pytest.approx(2 * a.node("Transpose").median)
+    at.selectbox(key="pf_cmp_backend").set_value("cpu").run()  # the CPU EP's µs, unchanged
+    cpu = frame_with(at, "share_change")
+    assert list(cpu["ratio"]) == [pytest.approx(1.0)]
 
 
-def test_compare_never_subtracts_a_phones_figures_from_simulated_cycles():
+def test_compare_never_divides_a_phones_microseconds_by_simulated_cycles():
     at = with_profiles(("simulator", cnn_profile()), ("hub", aihub_profile()))
     at.selectbox(key="pf_cmp_a").set_value("#1 simulator")
     at.selectbox(key="pf_cmp_b").set_value("#2 hub").run()
-    nodes = frame_with(at, "B − A")
-    both = nodes[(nodes["A"] != "—") & (nodes["B"] != "—")]
-    assert len(both) and both["B − A"].isna().all()
-    assert all(note.startswith("not comparable") for note in both["note"])
-
-
-def test_the_diff_keeps_units_and_hardware_apart():
-    a, b = cnn_profile(), _scaled(cnn_profile(), 0.5)
-    rows = node_diff(a.nodes, b.nodes, {"htp": "sim", "cpu": "x86"}, {"htp": "sim", "cpu": "x86"})
-    assert rows[0].name == "Transpose" and rows[0].delta == pytest.approx(-a.node("Transpose").median / 2)
-    moved = dataclasses.replace(b, nodes=[dataclasses.replace(n, backend="cpu", unit="us", median=50.0)
-                                          if n.name == "/classifier/fc/Gemm" else n for n in b.nodes])
-    gemm = next(r for r in node_diff(a.nodes, moved.nodes) if r.name == "/classifier/fc/Gemm")
-    assert gemm.delta is None and "cycles against us" in gemm.note
-    ops = op_type_diff(a.nodes, moved.nodes)
-    assert {(r.op_type, r.unit) for r in ops if r.op_type == "Gemm"} == {("Gemm", "cycles"), ("Gemm", "us")}
+    nodes = frame_with(at, "share_change")
+    both = nodes[nodes["a"].notna() & nodes["b"].notna()]
+    assert len(both) and both["ratio"].isna().all()
+    assert "different units" in texts(at)
 
 
 def test_the_cost_overlay_shades_each_backend_and_marks_the_cpu_fallback():
@@ -203,7 +193,8 @@ def test_a_real_profile_on_the_htp_simulator_through_the_page():
     htp = profile.backends["htp"]
     assert htp.ok and htp.unit == "cycles" and profile.runs == 3
     rows = profile.backend_nodes("htp")
-    assert rows and sum(r.median for r in rows) == pytest.approx(htp.total, rel=0.01)
+    # each run's node cycles add up to its total, so the per-node extremes bracket the totals' extremes
+    assert rows and sum(r.min for r in rows) <= htp.total_min + 1 and sum(r.max for r in rows) >= htp.total_max - 1
     said = texts(at)
     if htp.hardware == "HTP simulator (x86_64)":
         assert "simulated HTP cycles" in said and "simulated HTP cycles" in chart_axes(at)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from dashboard.render.model_explorer import COST_GRADIENTS
-from dashboard.render.profile_diff import OpTypeDiff
 
 if TYPE_CHECKING:
     from dashboard.intake.graph import ModelGraph
@@ -89,16 +88,19 @@ def blocks(profile: "Profile", backend: str, depth: int = 1, limit: int = 20) ->
                  [f"{r[0]}: {r[1]} row(s) · {r[2]:,.0f} {label} · {r[3]:.1%}" for r in rows])
 
 
-def op_type_changes(rows: list[OpTypeDiff], unit_label: str, names: tuple[str, str], limit: int = 15) -> go.Figure:
-    """Side A against side B per op type, for one unit (the caller filters by unit)."""
-    rows = rows[:limit]
-    fig = go.Figure([go.Bar(name=names[0], y=[r.op_type for r in rows][::-1], x=[r.total_a for r in rows][::-1],
-                            orientation="h", marker_color=SIDE_COLORS[0]),
-                     go.Bar(name=names[1], y=[r.op_type for r in rows][::-1], x=[r.total_b for r in rows][::-1],
-                            orientation="h", marker_color=SIDE_COLORS[1])])
-    fig.update_layout(barmode="group", template="plotly_white", title=f"Op types, A and B · {unit_label}",
-                      xaxis_title=unit_label, height=140 + 2 * BAR_HEIGHT * max(len(rows), 1),
-                      margin={"l": 10, "r": 10, "t": 50, "b": 40}, legend={"orientation": "h"})
+def share_changes(frame, key: str, what: str, backend: str, limit: int = 15) -> go.Figure:
+    """A and B's share of ``backend``'s total per ``what`` (a ``profile.model.compare`` frame), the
+    largest changes first: shares compare across units and hardware, figures do not."""
+    rows = frame.head(limit)
+    names = [str(k) if len(str(k)) <= 48 else "…" + str(k)[-47:] for k in rows[key]][::-1]
+    fig = go.Figure([go.Bar(name="A", y=names, x=list(rows["a_share"])[::-1], orientation="h",
+                            marker_color=SIDE_COLORS[0]),
+                     go.Bar(name="B", y=names, x=list(rows["b_share"])[::-1], orientation="h",
+                            marker_color=SIDE_COLORS[1])])
+    fig.update_layout(barmode="group", template="plotly_white", legend={"orientation": "h"},
+                      title=f"Share of the {backend.upper()} total per {what}, A and B (largest changes)",
+                      xaxis={"title": f"share of the {backend.upper()} total", "tickformat": ".0%"},
+                      height=140 + 2 * BAR_HEIGHT * max(len(rows), 1), margin={"l": 10, "r": 10, "t": 50, "b": 40})
     fig.update_yaxes(automargin=True)
     return fig
 

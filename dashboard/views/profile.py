@@ -13,8 +13,8 @@ Timeline pages use): its step, the time elapsed, Cancel, and it keeps running wh
 on another page; the finished profile is collected by whichever page of the session is drawn
 next. A profile downloaded from Qualcomm AI Hub can be uploaded too: it is shown in the same views
 as "measured on <device> by AI Hub", with the layers it could not place on a model node counted
-and listed. The Compare section puts two profiles of this session side by side, per node and per
-op type (``render.profile_diff``). The Partitions page's graph draws the profile picked here as a
+and listed. The Compare section puts two profiles of this session side by side, per node, op type
+and block (``profile.model.compare``). The Partitions page's graph draws the profile picked here as a
 cost overlay (``render.model_explorer.cost_overlays``).
 """
 
@@ -31,10 +31,10 @@ import streamlit as st
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import is_float_model
-from dashboard.profile.model import BACKEND_TITLES, DEFAULT_RUNS, MAX_RUNS, SIMULATOR_HARDWARE, UNIT_LABELS, Profile
+from dashboard.profile.model import (BACKEND_TITLES, DEFAULT_RUNS, MAX_RUNS, SIMULATOR_HARDWARE, UNIT_LABELS, Profile,
+                                     compare)
 from dashboard.render import profile_views as figures
-from dashboard.render.profile_diff import node_diff, op_type_diff
-from dashboard.runtime.knobs import TERMS, TIMEOUTS
+from dashboard.runtime.knobs import TERMS
 from dashboard.runtime.socs import SIMULATOR_NOTE
 from dashboard.views import jobs, state
 from dashboard.views.devices import adopt, select_device
@@ -50,7 +50,7 @@ _JOB = "profile_job"
 _DEVICE_PICK = "pf_device"
 _KEEP = 16  # profiles kept per session
 AGAIN = "Press Profile to run it again."
-ANALYSIS = "profile" if "profile" in TIMEOUTS else "partition"
+ANALYSIS = "profile"
 
 
 # -- what other pages read ------------------------------------------------------------------------------
@@ -400,66 +400,54 @@ def _node_table(profile: Profile, model_path: str, finished) -> None:
 
 
 # -- compare -------------------------------------------------------------------------------------------
-def hardware_kinds(profile: Profile) -> dict[str, str]:
-    """Backend -> the kind of hardware its figures come from: the HTP simulator, a phone's NPU
-    (any device's or AI Hub's: cycles and µs of real silicon), or the CPU it ran on."""
-    kinds = {}
-    for name, backend in profile.backends.items():
-        if backend.hardware == SIMULATOR_HARDWARE:
-            kinds[name] = "the HTP simulator"
-        elif name == "htp":
-            kinds[name] = "a phone's NPU"
-        else:
-            kinds[name] = backend.hardware.removeprefix("AI Hub, ")
-    return kinds
+BY = {"name": "node", "op_type": "op type", "scope": "block"}
 
 
 def _compare(selected, entries: list[dict], shown_label: str) -> None:
-    """Two profiles of this session side by side: this model under two setting sets, or another
-    model whose nodes share names (every profile of the session is offered)."""
+    """Two profiles of this session side by side on one backend (``profile.model.compare``): this
+    model under two setting sets, or another model whose nodes share names (every profile of the
+    session is offered). Shares of the backend's total always compare; a ratio only within one unit."""
     st.subheader("Compare", anchor=False)
     everything = st.session_state.get(_RUNS, [])
     labels = [e["label"] for e in everything]
     if len(labels) < 2:
         st.caption("Profile the model again with other settings (fp16 off, another SoC), profile a QDQ copy, or "
-                   "import an AI Hub profile: two profiles are compared here per node and per op type.")
+                   "import an AI Hub profile: two profiles are compared here per node, op type and block.")
         return
-    left, right = st.columns(2)
+    left, mid, right = st.columns([3, 3, 2])
     a_label = left.selectbox("A", labels, index=max(labels.index(shown_label) - 1, 0) if shown_label in labels else 0,
                              key="pf_cmp_a")
-    b_label = right.selectbox("B", labels, index=labels.index(shown_label) if shown_label in labels else len(labels) - 1,
-                              key="pf_cmp_b")
-    if a_label == b_label:
-        st.caption("Pick two different profiles.")
-        return
+    b_label = mid.selectbox("B", labels, index=labels.index(shown_label) if shown_label in labels else len(labels) - 1,
+                            key="pf_cmp_b")
     a = next(e["profile"] for e in everything if e["label"] == a_label)
     b = next(e["profile"] for e in everything if e["label"] == b_label)
-    kinds_a, kinds_b = hardware_kinds(a), hardware_kinds(b)
-    nodes = node_diff(a.nodes, b.nodes, kinds_a, kinds_b)
-    common = sum(1 for r in nodes if r.a is not None and r.b is not None)
-    if not common:
-        st.warning("These two profiles share no node name: nothing to compare node by node.", icon=":material/warning:")
+    common = [k for k in a.backends if k in b.backends and a.backends[k].ok and b.backends[k].ok]
+    if a_label == b_label or not common:
+        st.caption("Pick two different profiles with a backend that ran in both.")
         return
-    compared = [r for r in nodes if r.delta is not None]
-    st.markdown(f"**{common}** node(s) in both, **{len(compared)}** with figures of one unit on one kind of hardware "
-                f"(B − A); {len(nodes) - common} in one profile only.")
-    if len(compared) < common:
-        st.caption("A difference is only shown between figures of the same unit on the same kind of hardware: "
-                   "simulated HTP cycles, a phone's cycles and µs are never subtracted from one another.")
-    rows = [{"node": short(r.name, 60), "op": r.op_type,
-             "A": _value(r.a.median, r.a.unit) if r.a else "—", "A backend": r.a.backend.upper() if r.a else "—",
-             "B": _value(r.b.median, r.b.unit) if r.b else "—", "B backend": r.b.backend.upper() if r.b else "—",
-             "B − A": r.delta, "B / A": None if r.ratio is None else round(r.ratio, 3), "note": r.note}
-            for r in nodes]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(38 + 35 * len(rows), 420))
-    ops = op_type_diff(a.nodes, b.nodes, kinds_a, kinds_b)
-    st.dataframe(pd.DataFrame([{"op type": r.op_type, "unit": UNIT_LABELS.get(r.unit, r.unit), "from": r.kind,
-                                "nodes A": r.nodes_a,
-                                "nodes B": r.nodes_b, "total A": r.total_a, "total B": r.total_b, "B − A": r.delta,
-                                "B / A": None if r.ratio is None else round(r.ratio, 3)} for r in ops]),
-                 hide_index=True, width="stretch")
-    for k, (unit, kind) in enumerate(dict.fromkeys((r.unit, r.kind) for r in ops)):
-        same = [r for r in ops if (r.unit, r.kind) == (unit, kind)]
-        if any(r.nodes_a for r in same) and any(r.nodes_b for r in same):  # both sides have figures of this kind
-            st.plotly_chart(figures.op_type_changes(same, f"{UNIT_LABELS.get(unit, unit)} on {kind}", ("A", "B")),
-                            key=f"pf_cmp_ops_{k}")
+    backend = right.selectbox("Backend", common, format_func=lambda k: BACKEND_TITLES.get(k, k), key="pf_cmp_backend")
+    by = st.radio("Per", list(BY), format_func=BY.get, horizontal=True, key="pf_cmp_by")
+    frame = compare(a, b, backend, by=by)
+    shared = int((frame["a"].notna() & frame["b"].notna()).sum())
+    if by == "name" and not shared:
+        st.warning("These two profiles share no node name on this backend: nothing to compare node by node.",
+                   icon=":material/warning:")
+        return
+    same_unit = a.backends[backend].unit == b.backends[backend].unit
+    st.markdown(f"**A**: {md(frame.attrs.get('a', ''))} · **B**: {md(frame.attrs.get('b', ''))} · {shared} "
+                f"{BY[by]}(s) in both")
+    if not same_unit:
+        st.caption("A and B are in different units: their shares of the backend's total compare, their figures do "
+                   "not (no ratio).")
+    elif a.backends[backend].hardware != b.backends[backend].hardware:
+        st.caption(f"Measured on different hardware ({md(a.backends[backend].hardware)} against "
+                   f"{md(b.backends[backend].hardware)}): simulated cycles are not a phone's cycles, read the shares.")
+    view = frame.assign(**{by: [short(k, 60) for k in frame[by]]})
+    st.dataframe(view, hide_index=True, width="stretch", height=min(38 + 35 * len(view), 420),
+                 column_config={"a": st.column_config.NumberColumn("A", format="%.1f"),
+                                "b": st.column_config.NumberColumn("B", format="%.1f"),
+                                "a_share": st.column_config.NumberColumn("A share", format="percent"),
+                                "b_share": st.column_config.NumberColumn("B share", format="percent"),
+                                "share_change": st.column_config.NumberColumn("share B − A", format="percent"),
+                                "ratio": st.column_config.NumberColumn("B / A", format="%.3f")})
+    st.plotly_chart(figures.share_changes(frame, by, BY[by], backend), key="pf_cmp_chart")
