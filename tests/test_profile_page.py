@@ -199,3 +199,27 @@ def test_a_real_profile_on_the_htp_simulator_through_the_page():
     if htp.hardware == "HTP simulator (x86_64)":
         assert "simulated HTP cycles" in said and "simulated HTP cycles" in chart_axes(at)
     assert len(frame_with(at, "serves")) == len(profile.nodes)
+
+
+def test_an_uploaded_ai_hub_profile_joins_the_session_and_a_malformed_one_is_one_error():
+    import json
+
+    from test_profile_aihub import LAYERS, download_profile
+
+    at = with_profiles(("simulator", cnn_profile()))
+    digest = at.session_state["selected_model"].digest
+    at.text_input(key=f"pf_aihub_device_{digest}").set_value("Galaxy Test Phone")
+    at.file_uploader(key=f"pf_aihub_{digest}").upload("hub.json", json.dumps(download_profile(LAYERS)).encode()).run()
+    assert not at.exception and not at.error, texts(at)
+    entries = at.session_state["profile_runs"]
+    assert len(entries) == 2 and entries[-1]["profile"].source == "imported"
+    said = texts(at)
+    assert "Measured on **Galaxy Test Phone** by AI Hub" in said
+    unmatched = len(entries[-1]["profile"].unmatched)
+    assert unmatched and f"{unmatched} layer(s)** of the file could not be placed" in said
+
+    at.file_uploader(key=f"pf_aihub_{digest}").upload("broken.json", b'{"execution_detail": ').run()
+    assert not at.exception
+    error = at.error[0].value.replace("\\", "") if len(at.error) == 1 else texts(at)
+    assert error.startswith("broken.json: not an AI Hub profile (not JSON"), error
+    assert len(at.session_state["profile_runs"]) == 2  # nothing the user had is lost
