@@ -10,7 +10,6 @@ real profile of the CNN sample on the HTP simulator through the page's button an
 from __future__ import annotations
 
 import dataclasses
-import io
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -83,15 +82,16 @@ def test_a_profile_shows_each_backend_in_its_unit_the_top_nodes_and_a_failed_bac
     assert "/features.3/features.3/Relu (+2 fused)" in bars
 
 
-def test_the_node_table_downloads_as_csv_with_every_row():
+def test_the_node_table_lists_every_row_with_its_kind_of_figure_and_downloads_as_csv():
     profile = cnn_profile()
     at = with_profiles(("simulator", profile))
     table = frame_with(at, "serves")
     assert len(table) == len(profile.nodes)
-    button = next(b for b in at.get("download_button") if b.proto.label == "Download the node table (CSV)")
-    assert button.proto.label
-    csv = pd.read_csv(io.StringIO(profile.frame().to_csv(index=False)))
-    assert set(csv["name"]) == {n.name for n in profile.nodes}
+    figures = dict(zip(table["name"], table["figure"]))
+    assert figures["Transpose"] == "simulated HTP cycles" and "µs" in figures["/classifier/Softmax"]
+    assert bool(table.loc[table["name"] == "Transpose", "inserted"].iloc[0])
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download the node table (CSV)" in labels and "Download the profile (JSON)" in labels
 
 
 def test_the_cpu_fallback_stands_next_to_the_copies_it_causes():
