@@ -239,7 +239,7 @@ def test_report_command_bad_input_is_one_error_line(tmp_path, args, message):
     assert not (tmp_path / "r.html").exists()
 
 
-@pytest.mark.parametrize("name", ["overview", "classifier", "partitions", "devices", "timeline", "compare"])
+@pytest.mark.parametrize("name", ["overview", "classifier", "partitions", "devices", "timeline", "compare", "profile"])
 def test_every_page_offers_the_report_and_the_classifier_its_json(tmp_path, name):
     from page_jobs import settle
     from streamlit.testing.v1 import AppTest
