@@ -283,12 +283,11 @@ def _figure_text(profile: "Profile", row: "NodeCost") -> str:
     return f"{value} {unit_words} ({row.share:.1%} of {row.backend.upper()})"
 
 
-def _group_cost(profile: "Profile", row: "NodeCost") -> "NodeCost":
-    """The row that carries ``row``'s cost: its fused group's carrier, else itself."""
+def _group_cost(index: dict, row: "NodeCost") -> "NodeCost":
+    """The row that carries ``row``'s cost: its fused group's carrier, else itself (``index`` is
+    ``Profile.index()``)."""
     if row.fused:
-        carrier = profile.node(row.group, row.backend)
-        if carrier is not None:
-            return carrier
+        return index.get((row.group, row.backend), row)
     return row
 
 
@@ -297,6 +296,7 @@ def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
     unit and words), its fused group (the group's cost is on one member, which lists the others),
     and the rows the EP inserted for it (the input layout ``Transpose``)."""
     origin = "imported" if profile.source == "imported" else "measured"
+    index = profile.index()
     attrs: dict[str, list[KeyValue]] = {}
     for row in profile.nodes:
         tag = row.backend.upper()
@@ -312,7 +312,7 @@ def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
             rows.append(KeyValue(f"{tag} fused group", f"{len(row.members)} nodes, the group's cost: "
                                                       + ", ".join(row.members)))
         elif row.fused:
-            carrier = _group_cost(profile, row)
+            carrier = _group_cost(index, row)
             rows.append(KeyValue(f"{tag} fused group", f"in {row.group}'s group; the group's cost: "
                                                       f"{_figure_text(profile, carrier)}"))
     return attrs
@@ -326,13 +326,14 @@ def cost_overlays(graph: ModelGraph, profile: "Profile") -> dict[str, GraphNodeD
     nodes and are listed in the side panel of the node they serve."""
     ids = {n.name: node_id(n) for n in graph.nodes}
     drawn = [r for r in profile.nodes if not r.inserted and r.name in ids]
+    index = profile.index()
     peak: dict[str, float] = {}
     for row in drawn:
-        share = _group_cost(profile, row).share
+        share = _group_cost(index, row).share
         peak[row.backend] = max(peak.get(row.backend, 0.0), share)
     cost: dict[str, NodeDataResult] = {}
     for row in drawn:
-        share = _group_cost(profile, row).share
+        share = _group_cost(index, row).share
         low, high = COST_GRADIENTS.get(row.backend, COST_GRADIENTS["htp"])
         top = peak.get(row.backend) or 1.0
         cost[ids[row.name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share / top))

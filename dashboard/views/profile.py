@@ -60,36 +60,46 @@ def session_profiles(digest: str) -> list[dict]:
     return [r for r in st.session_state.get(_RUNS, []) if r["digest"] == digest]
 
 
-def shown_profile(digest: str) -> Profile | None:
-    """The profile picked on this page for the model ``digest`` (else its latest), or None."""
+def _shown_entry(digest: str) -> dict | None:
     entries = session_profiles(digest)
     if not entries:
         return None
     label = st.session_state.get(_SHOWN, {}).get(digest)
-    return next((e["profile"] for e in entries if e["label"] == label), entries[-1]["profile"])
+    return next((e for e in entries if e["label"] == label), entries[-1])
+
+
+def shown_profile(digest: str) -> Profile | None:
+    """The profile picked on this page for the model ``digest`` (else its latest), or None."""
+    entry = _shown_entry(digest)
+    return entry["profile"] if entry is not None else None
 
 
 def viewer_key(profile: Profile | None) -> str:
-    """What a graph drawn with ``profile``'s cost depends on (a part of the viewer's key)."""
+    """What a graph drawn with ``profile``'s cost depends on (a part of the viewer's key), hashed
+    once per profile of the session (a 20,000-node profile is megabytes of JSON)."""
     if profile is None:
         return ""
-    blob = json.dumps(profile.to_json(), sort_keys=True, default=str)
-    return "_c" + hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
+    entry = next((e for e in st.session_state.get(_RUNS, []) if e["profile"] is profile), {})
+    if "viewer_key" not in entry:
+        blob = json.dumps(profile.to_json(), sort_keys=True, default=str)
+        entry["viewer_key"] = "_c" + hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
+    return entry["viewer_key"]
 
 
 def node_cost(digest: str, name: str) -> None:
     """The node panel's cost lines for model node ``name`` (Partitions page): its cost in each
     backend's unit, its fused group, and rows the EP inserted for it, from the profile shown here."""
-    profile = shown_profile(digest)
-    if profile is None:
+    entry = _shown_entry(digest)
+    if entry is None:
         st.caption("Cost: none yet. Run a profile on the Profile page to see what this node costs.")
         return
+    profile: Profile = entry["profile"]
     rows = [r for r in profile.nodes if r.name == name or (r.inserted and r.serves == name)]
     if not rows:
         st.caption(f"Cost: not in the profile ({md(_origin(profile))}): it ran on no backend that was profiled.")
         return
     st.markdown("  \n".join(_cost_line(profile, r) for r in rows))
-    st.caption(f"Cost from the profile {md(_origin(profile))}; pick another profile on the Profile page.")
+    st.caption(f"Cost from profile {md(entry['label'])} ({md(_origin(profile))}); the Profile page picks another.")
 
 
 def _cost_line(profile: Profile, row: "NodeCost") -> str:
