@@ -163,6 +163,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
         "test_profile_page.py::test_a_real_profile_on_the_htp_simulator_through_the_page",
+        "test_profile_page.py::test_a_profile_keeps_running_while_the_user_is_on_another_page",
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
@@ -262,6 +263,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_moving_on_from_an_upload_removes_its_file",  # 3.2 s
         "test_jobs.py::test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits",  # 7.9 s
         "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
+        "test_profile_page.py::test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlier_profiles",
     },
 }
 

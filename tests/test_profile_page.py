@@ -223,3 +223,56 @@ def test_an_uploaded_ai_hub_profile_joins_the_session_and_a_malformed_one_is_one
     error = at.error[0].value.replace("\\", "") if len(at.error) == 1 else texts(at)
     assert error.startswith("broken.json: not an AI Hub profile (not JSON"), error
     assert len(at.session_state["profile_runs"]) == 2  # nothing the user had is lost
+
+
+def test_a_profile_keeps_running_while_the_user_is_on_another_page():
+    at = page_with_model("profile", SAMPLE, "cnn", timeout=TIMEOUT)
+    at.number_input(key=f"pf_runs_{at.session_state['selected_model'].digest}").set_value(2)
+    at.button(key="pf_run").click().run()
+    job = at.session_state[JOB]
+    at.switch_page("pages/overview.py").run()  # leaving the page neither stops nor loses the run
+    assert not at.exception
+    job.wait(TIMEOUT)
+    assert job.done and job.result is not None and not job.cancelled, job.error
+    at.switch_page("pages/profile.py").run()
+    assert not at.exception
+    entries = at.session_state["profile_runs"]
+    assert [e["profile"] for e in entries] == [job.result["profile"]]
+    assert "Profiled in" in texts(at)
+
+
+HANGING_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
+                  "dashboard.profile.protocol, dashboard.runtime.worker as w\n"
+                  "def hang(args, emit):\n"
+                  "    emit(p.Stage('profiling', 0.3, 'htp'))\n"
+                  "    time.sleep(600)\n"
+                  "m.COMMANDS['profile'] = m.COMMANDS['profile']._replace(handler='__main__:hang')\nw.serve()")
+
+
+def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlier_profiles(tmp_path):
+    import time
+
+    import partition_models as pm
+
+    from dashboard.runtime.devices import Device
+
+    hanging = pm.worker_device(tmp_path, HANGING_WORKER)
+    at = with_profiles(("earlier", cnn_profile()))
+    at.session_state["devices"] = {"local": Device.parse("local"), hanging.url: hanging}
+    at.session_state["device_current"] = hanging.url  # as picked on the Devices page
+    at.run()
+    at.button(key="pf_run").click().run()
+    job = at.session_state[JOB]
+    deadline = time.monotonic() + 60
+    while job.stage != "profiling" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    at.run()
+    progress = at.get("progress")
+    assert progress and "profiling" in progress[0].proto.text and "elapsed" in progress[0].proto.text
+    at.button(key=f"{JOB}_cancel").click().run()
+    job.wait(30)
+    assert job.done and job.cancelled
+    settle(at, JOB)
+    assert any("Cancelled after" in i.value for i in at.info)
+    assert [e["label"] for e in at.session_state["profile_runs"]] == ["#1 earlier"]  # nothing lost
+    assert frame_with(at, "serves").shape[0] == len(cnn_profile().nodes)
