@@ -276,3 +276,16 @@ def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlie
     assert any("Cancelled after" in i.value for i in at.info)
     assert [e["label"] for e in at.session_state["profile_runs"]] == ["#1 earlier"]  # nothing lost
     assert frame_with(at, "serves").shape[0] == len(cnn_profile().nodes)
+
+
+def test_the_sidebars_html_report_holds_the_sessions_profiles():
+    from dashboard.intake.digest import file_digest
+    from dashboard.views.report import report_file
+    from dashboard.views.state import SelectedModel
+
+    selected = SelectedModel(str(SAMPLE), "cnn", file_digest(SAMPLE), "sample")
+    _, build = report_file(selected, load_model(SAMPLE), list, list, profiles=lambda: [cnn_profile()])
+    html = build()
+    assert "Where the time goes" in html and "simulated HTP cycles" in html
+    _, without = report_file(selected, load_model(SAMPLE), list, list)
+    assert "Where the time goes" not in without()

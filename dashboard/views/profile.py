@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,14 @@ def session_profiles(digest: str) -> list[dict]:
     """This session's profiles of the model ``digest`` (oldest first), the finished job's included."""
     collect()
     return [r for r in st.session_state.get(_RUNS, []) if r["digest"] == digest]
+
+
+def session_records(digest: str) -> Callable[[], list[Profile]]:
+    """This session's profiles of the model ``digest`` (for the HTML report), as a function that
+    reads them when called (see ``partitions.session_reports``)."""
+    collect()
+    store: list = st.session_state.setdefault(_RUNS, [])
+    return lambda: [e["profile"] for e in list(store) if e["digest"] == digest]
 
 
 def _shown_entry(digest: str) -> dict | None:

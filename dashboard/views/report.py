@@ -2,7 +2,8 @@
 
 The report (``dashboard.render.report``) gathers what this session has for the
 selected model: both classifications, the partition reports the Partitions and Compare pages
-produced, and the timeline runs; it is built only when the button is clicked.
+produced, the timeline runs and the Profile page's profiles; it is built only when the button is
+clicked.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def sidebar_download() -> None:
     import streamlit as st
 
     from dashboard.views import partitions, state, timeline
+    from dashboard.views import profile as profile_view
 
     selected = state.current_model()
     if selected is None:
@@ -29,17 +31,18 @@ def sidebar_download() -> None:
     graph = state.loaded_graph()
     reports = partitions.session_reports(selected.digest)
     runs = timeline.session_runs(selected.path)
+    profiles = profile_view.session_records(selected.digest)
 
-    file_name, build = report_file(selected, graph, reports, runs)
+    file_name, build = report_file(selected, graph, reports, runs, profiles=profiles)
     with st.sidebar:
         st.download_button("Report (HTML)", build, file_name=file_name,
                            mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
-                           help="One self-contained file: classifier evidence, and the partition analyses "
-                                "and timeline runs of this model from this session.")
+                           help="One self-contained file: classifier evidence, and the partition analyses, "
+                                "timeline runs and profiles of this model from this session.")
 
 
 def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[], list],
-                when: datetime | None = None) -> tuple[str, Callable[[], str]]:
+                when: datetime | None = None, profiles: Callable[[], list] = list) -> tuple[str, Callable[[], str]]:
     """The download's file name and the function that builds its HTML, both stamped with one time
     (the file's name is fixed when the button is drawn, so the report says that time too, not
     the later click's)."""
@@ -52,6 +55,6 @@ def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[],
 
         return build_html(ReportInput(selected.name, selected.path, selected.digest, graph,
                                       (classify_ep(graph), classify_refined(graph)), reports(), runs(),
-                                      generated=when))
+                                      profiles=profiles(), generated=when))
 
     return download_name(selected.path, "report", "html", when), build
