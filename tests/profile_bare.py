@@ -1,7 +1,7 @@
 """A bare ONNX Runtime + QNN profiling script: what a model engineer writes by hand, to compare with
 ``python -m dashboard profile`` (tests/test_profile_measure.py) and to time it (benchmarks/profile_bench.py).
 
-    python tests/profile_bare.py MODEL OUT_DIR RUNS [--fp16 SOC_MODEL]
+    python tests/profile_bare.py MODEL OUT_DIR RUNS [--fp16 SOC_MODEL] [--dim NAME=VALUE ...]
 
 Registers the QNN EP, creates one HTP session with QNN's detailed profiling (CSV in OUT_DIR, with the framework op trace
 that gives its rows their ONNX source column) and
@@ -40,12 +40,18 @@ def main(argv: list[str]) -> None:
     so.log_severity_level = 3
     so.enable_profiling = True
     so.profile_file_prefix = str(out / "bare_ort")
+    dims = {}
+    for i, arg in enumerate(argv):
+        if arg == "--dim":
+            name, value = argv[i + 1].split("=")
+            dims[name] = int(value)
+            so.add_free_dimension_override_by_name(name, int(value))
     so.add_provider_for_devices(devices, options)
     session = ort.InferenceSession(model, sess_options=so)
     rng = np.random.default_rng(0)
     feeds = {}
     for spec in session.get_inputs():
-        shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+        shape = [d if isinstance(d, int) else dims.get(d, 1) for d in spec.shape]
         dtype = TYPES[spec.type]
         feeds[spec.name] = (rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
                             else np.ones(shape, dtype=dtype))

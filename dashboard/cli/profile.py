@@ -163,6 +163,8 @@ def render_text(profile: "Profile", top: int = TOP) -> list[str]:
     lines = [f"{profile.model}: {source}, {profile.runs} timed run(s)"
              + (f" after {profile.warmup} warm-up" if profile.warmup else "")
              + "; medians over the runs, shares of each backend's own total"]
+    if profile.dims:
+        lines.append("dims: " + ", ".join(f"{k}={v}" for k, v in profile.dims.items()))
     for name, b in profile.backends.items():
         lines.append("")
         if not b.ok:

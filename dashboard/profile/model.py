@@ -157,6 +157,7 @@ class Profile(Record):
     digest: str = ""
     warmup: int = DEFAULT_WARMUP
     settings: dict = field(default_factory=dict)  # runtime.knobs.Settings as JSON (the knobs that ran)
+    dims: dict[str, int] = field(default_factory=dict)  # every symbolic input dimension, as the sessions fixed it
     runtime: dict[str, str | None] = field(default_factory=dict)
     seconds: float = 0.0
     schema: str = SCHEMA

@@ -44,7 +44,9 @@ class ProfileFileError(UserError):
 @dataclass
 class QnnRow:
     """One ``NODE`` row: ``label`` (unique within its graph, e.g. ``Transpose:OpId_17 (cycles)``),
-    the op's name, its ONNX source node names (layout-transformed), its figure and unit."""
+    the QNN op's name (``Transpose``), its ONNX source node names (layout-transformed; one QNN op
+    may come from several: ``gemm_input_reshape;/MatMul/MatMulAddFusion;gemm_output_reshape``),
+    its figure and unit."""
 
     label: str
     name: str
@@ -90,6 +92,7 @@ def read_qnn_csv(text: str) -> QnnFile:
         message, level = row.get("Message") or "", row.get("Event Level") or ""
         ident, unit = (row.get("Event Identifier") or "").strip(), (row.get("Unit of Measurement") or "").upper()
         if message == "FINALIZE":
+            _close_finalize(out)
             out.finalize.append([Figure("QNN finalize", value, unit.lower())])
             in_finalize = True
             continue
@@ -97,6 +100,8 @@ def read_qnn_csv(text: str) -> QnnFile:
             if in_finalize:
                 out.finalize[-1].append(Figure(ident, value, unit.lower()))
             continue
+        if in_finalize:
+            _close_finalize(out)
         in_finalize = False
         block = block or QnnBlock()
         if message == "NODE":
@@ -111,16 +116,25 @@ def read_qnn_csv(text: str) -> QnnFile:
             block.accel_us = value
         elif unit != "COUNT":
             block.figures.append(Figure(ident, value, unit.lower()))
+    _close_finalize(out)
     if block is not None and (block.rows or block.cycles is not None):
         out.truncated = True
     return out
 
 
+def _close_finalize(out: QnnFile) -> None:
+    """Drop the last finalize group when it repeats an earlier one: QNN logs the graphs finalized
+    before again when the next graph finalizes (measured: a model with two QNN graphs has three
+    FINALIZE groups, the first twice), so the groups are not one per graph."""
+    if len(out.finalize) > 1 and out.finalize[-1] in out.finalize[:-1]:
+        out.finalize.pop()
+
+
 def _node_row(ident: str, source: str, value: float, unit: str) -> QnnRow:
     match = _NODE_LABEL.match(ident)
     name = match.group("name").strip() if match else ident
-    sources = [s.strip() for s in re.split(r"[;|]", source) if s.strip()]
-    return QnnRow(ident, sources[0] if sources else name, sources, value, "us" if unit == "US" else "cycles")
+    sources = [s.strip() for s in source.split(";") if s.strip()]  # measured: "a;b;c" for a row of three nodes
+    return QnnRow(ident, name, sources, value, "us" if unit == "US" else "cycles")
 
 
 def runs_of(blocks: list[QnnBlock], graphs: int, warmup: int) -> list[list[QnnBlock]]:

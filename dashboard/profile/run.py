@@ -54,6 +54,7 @@ def profile_model(model_path: str | os.PathLike, settings: Settings | None = Non
     profile.model = given.name
     profile.digest = file_digest(path)
     profile.settings = settings.to_json()
+    profile.dims = dict(dims)
     return profile
 
 
