@@ -269,6 +269,11 @@ def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlie
     at.run()
     progress = at.get("progress")
     assert progress and "profiling" in progress[0].proto.text and "elapsed" in progress[0].proto.text
+    assert "Time left: estimated from the first profile with these settings" in texts(at)  # none finished yet
+    earlier = at.session_state["profile_runs"][0]
+    earlier.update(key=job.key, seconds=100.0)  # as if it had been this profile's settings, 100 s long
+    at.run()
+    assert "going by the last profile with these settings (1 min 40 s)" in texts(at)
     at.button(key=f"{JOB}_cancel").click().run()
     job.wait(30)
     assert job.done and job.cancelled

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -189,14 +190,28 @@ def run_key(digest: str, options, runs: int, device) -> str:
 
 
 def _start(selected, options, runs: int, device) -> None:
+    key = run_key(selected.digest, options, runs, device)
+
     def work(on_event, cancel) -> dict:
+        started = time.monotonic()
         profile = measure(selected.path, options, runs=runs, device=device, digest=selected.digest,
                           on_event=on_event, cancel=cancel)
         return {"profile": profile, "digest": selected.digest, "name": selected.name, "device": device.label,
-                "finished": datetime.now(timezone.utc), "what": _settings_words(options.result_json(), runs)}
+                "finished": datetime.now(timezone.utc), "what": _settings_words(options.result_json(), runs),
+                "key": key, "seconds": time.monotonic() - started}
 
-    jobs.start(_JOB, run_key(selected.digest, options, runs, device),
-               f"Profiling {short(selected.name, 40)} on {device.label}", work, timeout=options.timeout)
+    jobs.start(_JOB, key, f"Profiling {short(selected.name, 40)} on {device.label}", work, timeout=options.timeout)
+
+
+def _time_left(job: jobs.Job) -> None:
+    """The time left, from the last profile of this session with the same model, settings, runs
+    and device (a profile's worker reports its steps, not each run, so there is nothing to count)."""
+    before = [e["seconds"] for e in st.session_state.get(_RUNS, []) if e.get("key") == job.key and "seconds" in e]
+    if not before:
+        st.caption("Time left: estimated from the first profile with these settings, once there is one.")
+        return
+    st.caption(f"About {jobs.duration(max(before[-1] - job.elapsed, 0))} left, going by the last profile with "
+               f"these settings ({jobs.duration(before[-1])}).")
 
 
 def measure(path: str, options, *, runs: int, device, digest: str, on_event, cancel) -> Profile:
@@ -240,7 +255,7 @@ def _progress(selected) -> None:
     if job is None:
         return
     if not job.done:
-        jobs.show(_JOB)
+        jobs.show(_JOB, _time_left)
         return
     collect()
     if job.key.startswith(f"{selected.digest}|"):
