@@ -294,3 +294,13 @@ def test_the_sidebars_html_report_holds_the_sessions_profiles():
     assert "Where the time goes" in html and "simulated HTP cycles" in html
     _, without = report_file(selected, load_model(SAMPLE), list, list)
     assert "Where the time goes" not in without()
+
+
+def test_names_from_the_file_reach_the_charts_as_text():
+    hostile = "<a href='javascript:alert(1)'>x</a>"
+    profile = cnn_profile()
+    profile.nodes[0].name = hostile  # the inserted Transpose, the costliest row
+    figure = profile_views.top_nodes(profile, "htp").to_dict()
+    labels, hover = figure["data"][0]["y"], figure["data"][0]["hovertext"]
+    assert all("<a" not in text for text in [*labels, *hover]) and "&lt;a href=" in labels[-1]
+    assert "<br>" in hover[-1]  # the line breaks the chart adds itself stay

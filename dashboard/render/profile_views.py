@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import html
+
 import plotly.graph_objects as go
 
 from dashboard.render.model_explorer import COST_GRADIENTS
@@ -41,11 +43,16 @@ def _bar_name(row: "NodeCost", limit: int = 48) -> str:
 
 def _bars(labels: list[str], values: list[float], colors: list[str] | str, title: str, axis: str,
           hover: list[str]) -> go.Figure:
-    """Horizontal bars, the largest on top, sized to their count."""
-    fig = go.Figure(go.Bar(x=values[::-1], y=labels[::-1], orientation="h", marker_color=(
-        colors[::-1] if isinstance(colors, list) else colors), hovertext=hover[::-1], hoverinfo="text"))
-    fig.update_layout(title=title, template="plotly_white", height=120 + BAR_HEIGHT * max(len(labels), 1),
-                      margin={"l": 10, "r": 10, "t": 50, "b": 40}, xaxis_title=axis)
+    """Horizontal bars, the largest on top, sized to their count. Plotly reads tags in its texts
+    (``<a href>``, ``<b>``), and node names and device names come from files: every text is escaped
+    (a hover's line breaks are added after)."""
+    fig = go.Figure(go.Bar(x=values[::-1], y=[html.escape(t) for t in labels[::-1]], orientation="h",
+                           marker_color=colors[::-1] if isinstance(colors, list) else colors,
+                           hovertext=["<br>".join(html.escape(part) for part in h.split("\n")) for h in hover[::-1]],
+                           hoverinfo="text"))
+    fig.update_layout(title=html.escape(title), template="plotly_white",
+                      height=120 + BAR_HEIGHT * max(len(labels), 1), margin={"l": 10, "r": 10, "t": 50, "b": 40},
+                      xaxis_title=html.escape(axis))
     fig.update_yaxes(automargin=True)
     return fig
 
@@ -55,8 +62,8 @@ def top_nodes(profile: "Profile", backend: str, n: int = 15) -> go.Figure:
     many nodes it holds) and the rows the EP inserted (in their own colour, with the node served)."""
     rows = [r for r in profile.top(n, backend) if r.median > 0]
     label = profile.label(backend)
-    hover = [f"{r.name}<br>{r.op_type} · {r.median:,.0f} {label} · {r.share:.1%} of {backend.upper()}"
-             + (f"<br>inserted by the EP for {r.serves}" if r.inserted and r.serves else "") for r in rows]
+    hover = [f"{r.name}\n{r.op_type} · {r.median:,.0f} {label} · {r.share:.1%} of {backend.upper()}"
+             + (f"\ninserted by the EP for {r.serves}" if r.inserted and r.serves else "") for r in rows]
     return _bars([_bar_name(r) for r in rows], [r.median for r in rows],
                  [INSERTED_COLOR if r.inserted else _color(backend) for r in rows],
                  f"Top nodes · {label}", label, hover)
@@ -92,7 +99,7 @@ def share_changes(frame, key: str, what: str, backend: str, limit: int = 15) -> 
     """A and B's share of ``backend``'s total per ``what`` (a ``profile.model.compare`` frame), the
     largest changes first: shares compare across units and hardware, figures do not."""
     rows = frame.head(limit)
-    names = [str(k) if len(str(k)) <= 48 else "…" + str(k)[-47:] for k in rows[key]][::-1]
+    names = [html.escape(str(k) if len(str(k)) <= 48 else "…" + str(k)[-47:]) for k in rows[key]][::-1]
     fig = go.Figure([go.Bar(name="A", y=names, x=list(rows["a_share"])[::-1], orientation="h",
                             marker_color=SIDE_COLORS[0]),
                      go.Bar(name="B", y=names, x=list(rows["b_share"])[::-1], orientation="h",
