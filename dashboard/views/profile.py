@@ -406,12 +406,13 @@ def _fallback(profile: Profile, graph: ModelGraph, digest: str) -> None:
                 "with nodes another backend runs: copies between the HTP's memory and the host on every inference.")
     table = [{"node": short(f.node.name, 60), "op": f.node.op_type, "µs (median)": round(f.node.median, 2),
               "share of CPU": f"{f.node.share:.1%}", "tensors crossing": len(f.crossings),
-              "bytes copied": f.copy_bytes, "unknown sizes": f.unknown,
+              "bytes copied": f.copy_bytes if f.unknown < len(f.crossings) else None, "unknown sizes": f.unknown,
               "with": ", ".join(sorted({f"{c.peer_backend.upper()} {short(c.peer, 30)}" for c in f.crossings}))}
              for f in rows]
     st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
-    st.caption("Bytes per inference from the shapes the Partitions page measured for this model when it has run, "
-               "else from the file's declared shapes; a tensor of unknown size is counted, not guessed.")
+    st.caption("Bytes per inference of the tensors whose size is known: from the shapes the Partitions page measured "
+               "for this model when it has run here, else from the file's declared shapes; a tensor of unknown size "
+               "is counted, not guessed (run the Partitions page for the sizes).")
 
 
 def _known_shapes(digest: str) -> dict:
