@@ -38,8 +38,8 @@ REAL = Path(__file__).resolve().parent / "data" / "real"
 # Three samples (a CNN, a ViT, an LLM decoder whose attention falls back to the CPU EP; the audio
 # encoder takes 40 s a run on the simulator), four architectures of AI Hub's (torchvision's) and a real
 # pretrained CRNN of the zoo (tests/real_zoo.py), each weight-stripped and refilled.
-MODELS = [*(ROOT / "samples" / f"{m}.onnx" for m in ("cnn_classifier", "vit_classifier", "llm_decoder_kv")), *(AIHUB / f"{m}.onnx" for m in
-                                                     ("resnet18", "squeezenet1_1", "mobilenet_v2", "shufflenet_v2")),
+MODELS = [*(ROOT / "samples" / f"{m}.onnx" for m in ("cnn_classifier", "vit_classifier", "llm_decoder_kv")),
+          *(AIHUB / f"{m}.onnx" for m in ("resnet18", "squeezenet1_1", "mobilenet_v2", "shufflenet_v2")),
           REAL / "captcha_crnn.onnx"]
 _LABEL = re.compile(r"^(.*?)[: ]OpId_\d+ \(cycles\)$")
 _TOKEN = re.compile(r"(_token_\d+)+$")
