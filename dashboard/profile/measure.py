@@ -242,14 +242,20 @@ def hardware_of(backend: str, soc: str | None) -> str:
         return f"{platform.machine()} CPU"
     if kind == "simulator":  # an x86_64 host: QNN's HTP simulator, and no QNN GPU at all
         return SIMULATOR_HARDWARE if backend == "htp" else f"no QNN GPU on this {platform.machine()} host"
-    if soc:
+    unit = "NPU" if backend == "htp" else "GPU"
+    from dashboard.runtime.doctor import soc_check, this_host
+
+    _, found = soc_check(this_host())  # the part this host is, as the device doctor identifies it
+    if found is not None:
+        return f"{found.name} {unit}"
+    if soc:  # the part the session was compiled for, when the host does not say
         from dashboard.runtime.socs import resolve_soc
 
         try:
-            return resolve_soc(soc).name
+            return f"{resolve_soc(soc).name} {unit} (as set with --soc)"
         except UserError:
             pass
-    return f"{'NPU' if backend == 'htp' else 'GPU'} of {platform.node()}"
+    return f"{unit} of {platform.node()}"
 
 
 def model_graphs(prepared, config, workdir: str, level: str = "basic") -> Graphs:
