@@ -76,7 +76,8 @@ def _total(values: list[float]) -> dict:
 
 def aihub_profile(device: str = "Samsung Galaxy S24 (Family)") -> Profile:
     """An imported AI Hub profile of the same sample: µs per layer on the device's NPU."""
-    layers = [("Transpose", "Transpose", 55.0, True), *[(f"{b}/Relu", "Relu", 20.0 * (i + 1), False) for i, b in enumerate(BLOCKS)],
+    layers = [("Transpose", "Transpose", 55.0, True),
+              *[(f"{b}/Relu", "Relu", 20.0 * (i + 1), False) for i, b in enumerate(BLOCKS)],
               ("/classifier/fc/Gemm", "Gemm", 9.0, False)]
     nodes = [NodeCost(name=n, op_type=t, backend="htp", unit="us", median=v, min=v, max=v, inserted=ins,
                       serves=f"{BLOCKS[0]}/Conv" if ins else None, scope=BLOCKS[0] if ins else scope_of(n),

@@ -35,10 +35,11 @@ SOC_MODEL = "60"  # fp16 needs a SoC; real models do not finalize in fp32 on the
 RUNS = 5
 MARGIN = 3.0
 REAL = Path(__file__).resolve().parent / "data" / "real"
-# The CNN sample, four architectures of AI Hub's (torchvision's) and a real pretrained CRNN of the zoo
-# (tests/real_zoo.py), each weight-stripped and refilled.
-MODELS = [ROOT / "samples" / "cnn_classifier.onnx", *(AIHUB / f"{m}.onnx" for m in
-                                                     ("resnet18", "squeezenet1_1", "mobilenet_v2", "shufflenet_v2")),
+# Three samples (a CNN, a ViT, an LLM decoder whose attention falls back to the CPU EP; the audio
+# encoder takes 40 s a run on the simulator), four architectures of AI Hub's (torchvision's) and a real
+# pretrained CRNN of the zoo (tests/real_zoo.py), each weight-stripped and refilled.
+MODELS = [*(ROOT / "samples" / f"{m}.onnx" for m in ("cnn_classifier", "vit_classifier", "llm_decoder_kv")),
+          *(AIHUB / f"{m}.onnx" for m in ("resnet18", "squeezenet1_1", "mobilenet_v2", "shufflenet_v2")),
           REAL / "captcha_crnn.onnx"]
 _LABEL = re.compile(r"^(.*?)[: ]OpId_\d+ \(cycles\)$")
 _TOKEN = re.compile(r"(_token_\d+)+$")
@@ -240,3 +241,34 @@ def test_the_notebook_returns_a_frame_and_a_figure_in_the_backends_own_unit():
     assert list(figure.data[0].y)[-1] == profiled.record.top(1, "htp")[0].name  # the costliest on top
     with pytest.raises(Exception, match="no backend 'gpu'"):
         profiled.figure("gpu")
+
+
+def test_optrace_refused_by_an_older_qnn_is_profiled_at_detailed_and_says_so(tmp_path, monkeypatch):
+    """Older QAIRT releases do not know ``profiling_level=optrace``: the session that asks for it
+    fails, and the profile runs at ``detailed`` instead (the refusal is stood in for; the detailed
+    session and its file are real)."""
+    from dashboard.errors import UserError
+    from dashboard.partition.measure import prepare
+    from dashboard.profile import measure
+    from dashboard.runtime import qnn
+    from dashboard.runtime.config import SessionConfig
+
+    real = qnn.create_session
+    asked = []
+
+    def older_qnn(model, config, **kwargs):
+        asked.append(config.provider_options.get("profiling_level"))
+        if asked[-1] == "optrace":
+            raise UserError("session creation failed on htp: unknown profiling_level optrace")
+        return real(model, config, **kwargs)
+
+    monkeypatch.setattr(qnn, "create_session", older_qnn)
+    model = ROOT / "samples" / "cnn_classifier.onnx"
+    config = SessionConfig(backend="htp", provider_options={"profiling_level": "optrace"})
+    session = measure.profiled_session(prepare(str(model)), config, tmp_path / "htp", 1, 1)
+    assert asked == ["optrace", "detailed"] and session.level == "detailed"
+    assert any("optrace refused" in note for note in session.notes)
+    graphs = measure.model_graphs(prepare(str(model)), config, str(tmp_path))
+    backend, rows = measure.qnn_backend(session.qnn_csv(), session.op_trace(), graphs, 1, 1,
+                                        "HTP simulator (x86_64)", session.level, session.notes)
+    assert backend.ok and backend.level == "detailed" and rows and any("optrace" in n for n in backend.notes)

@@ -157,7 +157,7 @@ def _figure(value: float | None, unit: str) -> str:
 
 
 def render_text(profile: "Profile", top: int = TOP) -> list[str]:
-    from dashboard.profile.model import cut_scope, summed
+    from dashboard.profile.model import summaries
 
     source = "imported from AI Hub" if profile.source == "imported" else "measured"
     lines = [f"{profile.model}: {source}, {profile.runs} timed run(s)"
@@ -190,12 +190,10 @@ def render_text(profile: "Profile", top: int = TOP) -> list[str]:
                 extra = ((" inserted by the runtime" + (f" for {n.serves}" if n.serves else "")) if n.inserted
                          else f" fused group of {len(n.members)}: {', '.join(n.members[1:4])}" if n.carrier else "")
                 lines.append(f"    {n.share:6.1%}  {_figure(n.median, n.unit):>18}  {n.name} [{n.op_type}]{extra}")
-        nodes = profile.backend_nodes(name)
-        for title, key in (("op types", lambda n: n.op_type), ("blocks", lambda n: cut_scope(n.scope, 1) or "(top level)")):
-            sums = sorted(summed(nodes, key).items(), key=lambda kv: -kv[1][1])[:top]
+        for title, sums in summaries(profile.backend_nodes(name), top):
             if sums:
                 lines.append(f"  {title}:")
-                for (_, unit, label), (count, median, share) in sums:
+                for label, unit, count, median, share in sums:
                     lines.append(f"    {share:6.1%}  {_figure(median, unit):>18}  {label} ({count} node(s))")
     if profile.unmatched:
         lines.append("")

@@ -22,6 +22,7 @@ absorbed its BatchNormalization; the Relu whose row carries a fused Conv), first
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from dashboard.profile.model import NodeCost, scope_of, spread
@@ -131,7 +132,7 @@ def _costs(entries: list[_Entry], graphs: Graphs, backend: str, unit: str) -> li
     for i, e in enumerate(entries):
         if e.group is not None:
             groups.setdefault(e.group, []).append(i)
-    mapped = [i for i, e in enumerate(entries) if e.nodes]
+    mapped = [i for i, e in enumerate(entries) if e.nodes]  # ascending: bisected by _served
     out: list[NodeCost] = []
     for i, e in enumerate(entries):
         if not e.nodes:
@@ -157,12 +158,10 @@ def _costs(entries: list[_Entry], graphs: Graphs, backend: str, unit: str) -> li
 
 def _served(i: int, entries: list[_Entry], mapped: list[int]) -> str | None:
     """The mapped row nearest before an inserted row (the one after, on a graph's input side)."""
-    before = [j for j in mapped if j < i]
-    after = [j for j in mapped if j > i]
-    first_mapped = mapped[0] if mapped else None
-    if before and (first_mapped is None or i > first_mapped):
-        return entries[before[-1]].nodes[0]
-    return entries[after[0]].nodes[0] if after else None
+    at = bisect.bisect_left(mapped, i)  # mapped[:at] are before i, mapped[at:] after
+    if at > 0:
+        return entries[mapped[at - 1]].nodes[0]
+    return entries[mapped[at]].nodes[0] if at < len(mapped) else None
 
 
 def _merge_duplicates(nodes: list[NodeCost]) -> list[NodeCost]:

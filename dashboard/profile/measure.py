@@ -81,11 +81,12 @@ class Session:
             return None
 
 
-def profiled_session(prepared, config, folder: Path, runs: int, warmup: int) -> Session:
+def profiled_session(prepared, config, folder: Path, runs: int, warmup: int,
+                     on_run: Callable[[int, int], None] | None = None) -> Session:
     """Create the session (QNN profiling for a QNN backend, ORT's profiler always), run it
     ``warmup + runs`` times on generated inputs, release it. A session that fails to build or
     run is a ``UserError`` with the runtime's message. ``optrace`` that this QAIRT refuses is run
-    at ``detailed`` (said in the notes)."""
+    at ``detailed`` (said in the notes). ``on_run(done, total)`` after each run (progress)."""
     from dashboard.runtime.qnn import create_session, random_inputs
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -110,8 +111,10 @@ def profiled_session(prepared, config, folder: Path, runs: int, warmup: int) -> 
     session = Session(folder, level, notes)
     try:
         feeds = random_inputs(handle.session, config.dims)
-        for _ in range(warmup + runs):
+        for done in range(1, warmup + runs + 1):
             handle.session.run(None, feeds)
+            if on_run is not None:
+                on_run(done, warmup + runs)
     except UserError:
         raise
     except Exception as exc:  # onnxruntime raises several pybind types; all mean "the run failed"
@@ -156,7 +159,8 @@ def qnn_backend(text: str | None, op_trace: dict, graphs: Graphs, warmup: int, r
 
 
 def cpu_backend(text: str | None, graphs: Graphs, warmup: int, hardware: str,
-                notes: list[str] = (), refine: Callable[[], Graphs] | None = None) -> tuple[BackendProfile, list[NodeCost]]:
+                notes: list[str] = (), refine: Callable[[], Graphs] | None = None
+                ) -> tuple[BackendProfile, list[NodeCost]]:
     """The CPU EP's totals and node rows from ONNX Runtime's trace ``text``. The CPU EP's nodes
     went through ORT's further optimizations (level 2 and up fuse ``SkipLayerNormalization`` &
     co. after partitioning): when ``graphs`` (level 1) cannot place one of them, ``refine()``
@@ -238,14 +242,20 @@ def hardware_of(backend: str, soc: str | None) -> str:
         return f"{platform.machine()} CPU"
     if kind == "simulator":  # an x86_64 host: QNN's HTP simulator, and no QNN GPU at all
         return SIMULATOR_HARDWARE if backend == "htp" else f"no QNN GPU on this {platform.machine()} host"
-    if soc:
+    unit = "NPU" if backend == "htp" else "GPU"
+    from dashboard.runtime.doctor import soc_check, this_host
+
+    _, found = soc_check(this_host())  # the part this host is, as the device doctor identifies it
+    if found is not None:
+        return f"{found.name} {unit}"
+    if soc:  # the part the session was compiled for, when the host does not say
         from dashboard.runtime.socs import resolve_soc
 
         try:
-            return resolve_soc(soc).name
+            return f"{resolve_soc(soc).name} {unit} (as set with --soc)"
         except UserError:
             pass
-    return f"{'NPU' if backend == 'htp' else 'GPU'} of {platform.node()}"
+    return f"{unit} of {platform.node()}"
 
 
 def model_graphs(prepared, config, workdir: str, level: str = "basic") -> Graphs:
@@ -303,7 +313,8 @@ def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit) -
     hardware = hardware_of("htp", base.soc)
     emit(Stage(f"creating the HTP session and profiling {args.runs} run(s)", 0.1, "htp"))
     try:
-        session = profiled_session(prepared, base, workdir / "htp", args.runs, args.warmup)
+        session = profiled_session(prepared, base, workdir / "htp", args.runs, args.warmup,
+                                   _progress(emit, "htp", args.warmup))
     except UserError as exc:
         backends["htp"] = _failed("htp", hardware, str(exc), [])
         _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes,
@@ -319,6 +330,14 @@ def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit) -
     if cpu_rows or cpu.status == "failed":
         backends["cpu"] = cpu
         nodes += cpu_rows
+
+
+def _progress(emit: Emit, backend: str, warmup: int) -> Callable[[int, int], None]:
+    """Each run of a profiled session as a step (a model can take a minute a run on the simulator)."""
+    def on_run(done: int, total: int) -> None:
+        emit(Stage(f"run {done} of {total} ({'warm-up' if done <= warmup else 'timed'})", 0.1 + 0.7 * done / total,
+                   backend))
+    return on_run
 
 
 def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, note: str | None) -> None:
@@ -348,8 +367,8 @@ def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit) -
     emit(Stage("probing the GPU backend", 0.85, "gpu"))
     ok, error, when = probe_gpu_cached()
     if not ok:
-        backends["gpu"] = BackendProfile(status="failed", hardware=hardware, unit="us",
-                                         reason=f"the QNN GPU backend does not initialize here: {error} (probed {when})")
+        reason = f"the QNN GPU backend does not initialize here: {error} (probed {when})"
+        backends["gpu"] = BackendProfile(status="failed", hardware=hardware, unit="us", reason=reason)
         return
     try:
         session = profiled_session(prepared, base.replace(backend="gpu", fp16=False), workdir / "gpu",

@@ -277,7 +277,8 @@ def compare(a: Profile, b: Profile, backend: str = "htp", by: Literal["name", "o
 
 
 # -- helpers shared by the parsers, the views and the record --------------------------------------
-def summed(nodes: Iterable[NodeCost], key, backend: str | None = None) -> dict[tuple[str, str, str], tuple[int, float, float]]:
+def summed(nodes: Iterable[NodeCost], key, backend: str | None = None
+           ) -> dict[tuple[str, str, str], tuple[int, float, float]]:
     """``{(backend, unit, key(node)): (rows, median sum, share sum)}``, pandas-free (the CLI's tables)."""
     out: dict[tuple[str, str, str], list] = {}
     for n in nodes:
@@ -288,6 +289,19 @@ def summed(nodes: Iterable[NodeCost], key, backend: str | None = None) -> dict[t
         slot[1] += n.median
         slot[2] += n.share
     return {k: (c, m, s) for k, (c, m, s) in out.items()}
+
+
+SUMMARIES = (("op types", lambda n: n.op_type), ("blocks", lambda n: cut_scope(n.scope, 1) or "(top level)"))
+"""The sums every surface shows next to the top nodes: per op type, per first-level block."""
+
+
+def summaries(nodes: list[NodeCost], top: int = 10) -> list[tuple[str, list[tuple[str, str, int, float, float]]]]:
+    """``[(title, [(label, unit, rows, median sum, share sum)])]`` for ``SUMMARIES``, costliest first."""
+    out = []
+    for title, key in SUMMARIES:
+        rows = sorted(summed(nodes, key).items(), key=lambda kv: (-kv[1][1], kv[0][2]))[:top]
+        out.append((title, [(label, unit, c, m, s) for (_, unit, label), (c, m, s) in rows]))
+    return out
 
 
 def scope_of(name: str) -> str:

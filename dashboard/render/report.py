@@ -316,7 +316,7 @@ def _profile_figure(value: float | None, unit: str) -> str:
 
 
 def _profile(profile, top: int = 15) -> str:
-    from dashboard.profile.model import cut_scope, summed
+    from dashboard.profile.model import summaries
     from dashboard.render.profile_figures import top_nodes
 
     source = "imported from Qualcomm AI Hub" if profile.source == "imported" else "measured"
@@ -338,12 +338,11 @@ def _profile(profile, top: int = 15) -> str:
                       else f"fused group: {', '.join(n.members)}" if n.carrier else ""]
                      for n in profile.top(top, name)]
         out.append(_table(["share", "median", "node", "op type", ""], node_rows))
-        for title, key in (("op types", lambda n: n.op_type), ("blocks", lambda n: cut_scope(n.scope, 1) or "(top level)")):
-            sums = sorted(summed(nodes, key).items(), key=lambda kv: -kv[1][1])[:top]
+        for title, sums in summaries(nodes, top):
             out.append(f"<p><b>{esc(title)}</b></p>" + _table(
                 ["share", "total", title[:-1], "nodes"],
                 [[f"{share:.1%}", _profile_figure(median, unit), label, count]
-                 for (_, unit, label), (count, median, share) in sums]))
+                 for label, unit, count, median, share in sums]))
         out.append(_figure(top_nodes(profile, name)))
     if profile.unmatched:
         out.append(f"<div class='note'><b>{len(profile.unmatched)} layer(s) of the imported file match no node of "
