@@ -417,7 +417,9 @@ def _fallback(profile: Profile, graph: ModelGraph, digest: str) -> None:
 
 def _known_shapes(digest: str) -> dict:
     """The tensor shapes of this model's latest partition report in this session (fixed dimensions)."""
-    reports = [r for r in st.session_state.get("partition_reports", {}).values() if r.digest == digest]
+    from dashboard.views import partitions  # it draws this page's cost overlays: imported here, not at the top
+
+    reports = partitions.session_reports(digest)()
     return reports[-1].shapes if reports else {}
 
 
