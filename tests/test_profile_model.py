@@ -93,3 +93,13 @@ def test_two_profiles_compare_per_node_and_op_type_and_never_divide_cycles_by_mi
     mixed = compare(fp32, imported)  # simulated cycles against AI Hub's µs: shares only
     assert mixed.ratio.isna().all() and mixed.attrs["b"].startswith("µs measured on")
     assert len(fp32.index()) == len(fp32.nodes)  # (name, backend) is unique
+
+
+def test_the_overlay_colours_a_fused_member_by_its_groups_cost_and_hangs_inserted_rows_on_their_node():
+    profile = cnn_profile()
+    overlay = profile.overlay()
+    conv, relu = overlay["/features.0/features.0/Conv"], overlay["/features.0/features.0/Relu"]
+    assert conv["share"] == 0 and conv["group_share"] == relu["share"] > 0
+    assert [i["name"] for i in conv["inserted"]] == ["Transpose"]
+    assert "Transpose" not in overlay
+    assert overlay["/classifier/Softmax"]["backend"] == "cpu" and overlay["/classifier/Softmax"]["unit"] == "us"

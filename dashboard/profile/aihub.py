@@ -41,15 +41,24 @@ def normalised(name: str) -> str:
 
 def read_file(path: str | Path) -> dict:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot read the AI Hub profile ({exc.strerror or exc})") from None
+    return parse_bytes(data, str(path))
+
+
+def parse_bytes(data: bytes, where: str) -> dict:
+    """An AI Hub profile's JSON from its bytes (a file, an upload); ``where`` names it in errors."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not an AI Hub profile (not UTF-8 text; download_profile writes JSON)") from None
+        raise UserError(f"{where}: not an AI Hub profile (not UTF-8 text; download_profile writes JSON)") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UserError(f"{where}: not an AI Hub profile (nested too deeply)") from None
     except ValueError as exc:
-        raise UserError(f"{path}: not an AI Hub profile (not JSON: {exc})") from None
+        raise UserError(f"{where}: not an AI Hub profile (not JSON: {exc})") from None
 
 
 def _layers(data, where: str) -> tuple[dict, list[dict]]:

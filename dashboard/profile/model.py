@@ -184,6 +184,30 @@ class Profile(Record):
         """``{(name, backend): row}``: the lookup an overlay of thousands of nodes wants."""
         return {(n.name, n.backend): n for n in self.nodes}
 
+    def overlay(self) -> dict[str, dict]:
+        """Per model node, what a cost overlay draws (a gradient over each backend's share): its
+        ``backend``, ``unit``, own ``median`` and ``share``, and ``group_share``, the share of the
+        fused group it belongs to (its own when in none), so a Conv whose cycles QNN put on its Relu
+        is coloured by the group's cost, not as free. Inserted rows are not model nodes: they are
+        listed under ``inserted`` of the node they serve. A node on two backends keeps the costlier
+        share."""
+        out: dict[str, dict] = {}
+        carriers = {(n.name, n.backend): n for n in self.nodes if n.carrier}
+        for n in self.nodes:
+            if n.inserted:
+                continue
+            group = carriers.get((n.group, n.backend)) if n.group else None
+            entry = {"backend": n.backend, "unit": n.unit, "median": n.median, "share": n.share, "group": n.group,
+                     "group_share": group.share if group is not None else n.share, "inserted": []}
+            known = out.get(n.name)
+            if known is None or entry["group_share"] > known["group_share"]:
+                out[n.name] = {**entry, "inserted": known["inserted"] if known else []}
+        for n in self.nodes:
+            if n.inserted and n.serves in out:
+                out[n.serves]["inserted"].append({"name": n.name, "median": n.median, "share": n.share,
+                                                  "unit": n.unit})
+        return out
+
     def top(self, n: int = 10, backend: str | None = None) -> list[NodeCost]:
         """The ``n`` costliest rows, per backend by share when several backends are mixed (their
         units differ, so only shares compare)."""
