@@ -319,28 +319,26 @@ def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
 
 
 def cost_overlays(graph: ModelGraph, profile: "Profile") -> dict[str, GraphNodeData]:
-    """The cost overlays, by the name the viewer lists them under. ``cost``: each node's share of
-    its own backend's total (a fused group's share on each of its members), coloured by a gradient
-    per backend (shares of different backends are never of the same total, so each backend has its
-    own hue). ``CPU fallback``: the nodes the CPU EP ran, with their µs. Inserted rows are no model
-    nodes and are listed in the side panel of the node they serve."""
+    """The cost overlays, by the name the viewer lists them under, from ``Profile.overlay()`` (what
+    each model node draws). ``cost``: each node's share of its own backend's total (a fused group's
+    share on each of its members), coloured by a gradient per backend: shares of different backends
+    are never of the same total, so each backend has its own hue, darkest on its costliest node
+    drawn. ``CPU fallback``: the nodes the CPU EP ran, with their µs. Inserted rows are no model
+    nodes and are listed in the side panel of the node they serve (``cost_attrs``)."""
     ids = {n.name: node_id(n) for n in graph.nodes}
-    drawn = [r for r in profile.nodes if not r.inserted and r.name in ids]
-    index = profile.index()
+    drawn = {name: entry for name, entry in profile.overlay().items() if name in ids}
     peak: dict[str, float] = {}
-    for row in drawn:
-        share = _group_cost(index, row).share
-        peak[row.backend] = max(peak.get(row.backend, 0.0), share)
+    for entry in drawn.values():
+        peak[entry["backend"]] = max(peak.get(entry["backend"], 0.0), entry["group_share"])
     cost: dict[str, NodeDataResult] = {}
-    for row in drawn:
-        share = _group_cost(index, row).share
-        low, high = COST_GRADIENTS.get(row.backend, COST_GRADIENTS["htp"])
-        top = peak.get(row.backend) or 1.0
-        cost[ids[row.name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share / top))
+    for name, entry in drawn.items():
+        low, high = COST_GRADIENTS.get(entry["backend"], COST_GRADIENTS["htp"])
+        share = entry["group_share"]
+        cost[ids[name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share / (peak[entry["backend"]] or 1.0)))
     overlays = {COST_OVERLAY: GraphNodeData(cost, COST_OVERLAY, showExpandedSummaryOnGroupNode=False,
                                             showLabelCountColumnsInChildrenStatsTable=False)}
-    fallback = {ids[r.name]: NodeDataResult(round(r.median, 1), COST_GRADIENTS["cpu"][1])
-                for r in drawn if r.backend == "cpu" and r.unit == "us"}
+    fallback = {ids[name]: NodeDataResult(round(entry["median"], 1), COST_GRADIENTS["cpu"][1])
+                for name, entry in drawn.items() if entry["backend"] == "cpu" and entry["unit"] == "us"}
     if fallback:
         overlays[FALLBACK_OVERLAY] = GraphNodeData(fallback, FALLBACK_OVERLAY, showExpandedSummaryOnGroupNode=False,
                                                    showLabelCountColumnsInChildrenStatsTable=False,

@@ -294,13 +294,7 @@ def import_aihub(data: bytes, graph: ModelGraph, device: str | None, name: str) 
     """The uploaded file as a profile of ``graph`` (the profile capability's AI Hub import)."""
     from dashboard.profile import aihub
 
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError(f"{name}: not an AI Hub profile (not UTF-8 text; download_profile writes JSON)") from None
-    except ValueError as exc:
-        raise UserError(f"{name}: not an AI Hub profile (not JSON: {exc})") from None
-    return aihub.import_profile(parsed, graph, name, device_name=device)
+    return aihub.import_profile(aihub.parse_bytes(data, name), graph, name, device_name=device)
 
 
 # -- results ---------------------------------------------------------------------------------------------
