@@ -265,6 +265,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
         "test_profile_page.py::test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlier_profiles",
         "test_profile_page.py::test_the_sidebars_html_report_holds_the_sessions_profiles",  # 2.5 s
+        "test_profile_page.py::test_the_time_left_follows_the_pace_of_the_runs",  # 6 s: two paced runs
     },
 }
 

@@ -271,7 +271,7 @@ def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlie
     at.run()
     progress = at.get("progress")
     assert progress and "profiling" in progress[0].proto.text and "elapsed" in progress[0].proto.text
-    assert "Time left: estimated from the first profile with these settings" in texts(at)  # none finished yet
+    assert "Time left: estimated once the first runs are done" in texts(at)  # no run, no earlier profile
     earlier = at.session_state["profile_runs"][0]
     earlier.update(key=job.key, seconds=100.0)  # as if it had been this profile's settings, 100 s long
     at.run()
@@ -306,3 +306,38 @@ def test_names_from_the_file_reach_the_charts_as_text():
     labels, hover = figure["data"][0]["y"], figure["data"][0]["hovertext"]
     assert all("<a" not in text for text in [*labels, *hover]) and "&lt;a href=" in labels[-1]
     assert "<br>" in hover[-1]  # the line breaks the chart adds itself stay
+
+
+PACED_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
+                "dashboard.profile.protocol, dashboard.runtime.worker as w\n"
+                "def runs(args, emit):\n"
+                "    for done in (1, 2):\n"
+                "        emit(p.Stage(f'run {done} of 10 (timed)', 0.1 + 0.07 * done, 'htp'))\n"
+                "        time.sleep(3)\n"
+                "    time.sleep(600)\n"
+                "m.COMMANDS['profile'] = m.COMMANDS['profile']._replace(handler='__main__:runs')\nw.serve()")
+
+
+def test_the_time_left_follows_the_pace_of_the_runs(tmp_path):
+    import time
+
+    import partition_models as pm
+
+    from dashboard.runtime.devices import Device
+
+    paced = pm.worker_device(tmp_path, PACED_WORKER)
+    at = page_with_model("profile", SAMPLE, "cnn", timeout=120)
+    at.session_state["devices"] = {"local": Device.parse("local"), paced.url: paced}
+    at.session_state["device_current"] = paced.url
+    at.run()
+    at.button(key="pf_run").click().run()
+    job = at.session_state[JOB]
+    for run in (1, 2):  # the page sees each run as the browser's progress box would
+        deadline = time.monotonic() + 60
+        while not job.stage.startswith(f"run {run} of 10") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        at.run()
+    assert "left for the runs, going by their pace so far" in texts(at)
+    at.button(key=f"{JOB}_cancel").click().run()
+    job.wait(30)
+    assert job.done and job.cancelled

@@ -203,15 +203,29 @@ def _start(selected, options, runs: int, device) -> None:
     jobs.start(_JOB, key, f"Profiling {short(selected.name, 40)} on {device.label}", work, timeout=options.timeout)
 
 
+RUNS_FROM, RUNS_TO = 0.1, 0.8  # the fraction of a profile's progress its runs cover (``profile.measure``)
+_PACE = "profile_pace"  # job id -> (time, progress) when its runs were first seen under way
+
+
 def _time_left(job: jobs.Job) -> None:
-    """The time left, from the last profile of this session with the same model, settings, runs
-    and device (a profile's worker reports its steps, not each run, so there is nothing to count)."""
+    """The time left: once runs are under way, from their pace (the worker reports each run; the
+    compile before them is paid once, so it is left out of the rate); before that, from the last
+    profile of this session with the same model, settings, runs and device."""
+    pace = st.session_state.setdefault(_PACE, {})
+    now = time.monotonic()
+    if RUNS_FROM < job.progress < RUNS_TO:
+        first = pace.setdefault(job.id, (now, job.progress))
+        if job.progress > first[1] and now > first[0]:
+            left = (RUNS_TO - job.progress) * (now - first[0]) / (job.progress - first[1])
+            st.caption(f"About {jobs.duration(left)} left for the runs, going by their pace so far.")
+            return
     before = [e["seconds"] for e in st.session_state.get(_RUNS, []) if e.get("key") == job.key and "seconds" in e]
-    if not before:
-        st.caption("Time left: estimated from the first profile with these settings, once there is one.")
-        return
-    st.caption(f"About {jobs.duration(max(before[-1] - job.elapsed, 0))} left, going by the last profile with "
-               f"these settings ({jobs.duration(before[-1])}).")
+    if before:
+        st.caption(f"About {jobs.duration(max(before[-1] - job.elapsed, 0))} left, going by the last profile with "
+                   f"these settings ({jobs.duration(before[-1])}).")
+    else:
+        st.caption("Time left: estimated once the first runs are done (or from an earlier profile with these "
+                   "settings).")
 
 
 def measure(path: str, options, *, runs: int, device, digest: str, on_event, cancel) -> Profile:
