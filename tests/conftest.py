@@ -160,6 +160,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
+        "test_timeline_workload.py::test_the_simulator_default_workload_serves_after_the_swap",
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.

@@ -54,8 +54,8 @@ class Estimate:
         """What the page and the CLI say before a run: an estimate, and what it rests on."""
         low, high = (self.seconds, self.seconds) if self.costs.measured else \
             (self.seconds / SPREAD, self.seconds * SPREAD)
-        span = _duration(self.seconds) if self.costs.measured else f"{_duration(low)} to {_duration(high)}"
-        return (f"Estimated duration: about {_duration(self.seconds)} ({span}), {self.requests} requests per "
+        span = "" if self.costs.measured else f" ({_duration(low)} to {_duration(high)})"
+        return (f"Estimated duration: about {_duration(self.seconds)}{span}, {self.requests} requests per "
                 f"strategy; an estimate {self.costs.basis} (HTP request {_duration(self.costs.target_request)}, "
                 f"compile {_duration(self.costs.target_create)}), not a measurement of this run.")
 

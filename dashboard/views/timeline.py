@@ -299,10 +299,32 @@ def _comparison(run: TimelineRun) -> None:
         "req/s": r["throughput_rps"], "failed": r["failed"], "session create": _ms(r["create_s"]),
         "warm-up": _ms(r["warmup_s"])} for r in rows])
     st.dataframe(table, hide_index=True, width="stretch")
+    _after_swap(run)
     explained = cached_vs_cold(run)
     if explained:
         st.info(explained, icon=":material/cached:")
     st.plotly_chart(strategy_bars([(run.label, run)]), key="tl_bars")
+
+
+def _after_swap(run: TimelineRun) -> None:
+    """What the hot migration served after its swap, or why nothing: the point of the feature."""
+    migrate = run.strategies.get("migrate")
+    if migrate is None:
+        return
+    m = migrate.metrics
+    labels = run_labels(run)
+    target = labels.get(run.target.get("backend", "htp"), "the target")
+    if m["swap_at_s"] is None:
+        return  # a failed or skipped migration says so in its tab
+    after = [r for r in migrate.requests if r.ok and r.start is not None and r.start >= m["swap_at_s"]]
+    if after:
+        st.success(f"Hot migration swapped at {_ms(m['swap_at_s'])}: {len(after)} request(s) served after the swap on "
+                   f"{md(target)} (p50 {_ms(m['p50_after_s'])}), {len(migrate.requests) - len(after)} before it on "
+                   f"{md(labels.get(run.fast.get('backend', ''), 'the fast backend'))}.", icon=":material/swap_horiz:")
+    else:
+        st.warning(f"The swap came at {_ms(m['swap_at_s'])}, after the last request had started: nothing was served "
+                   "after it. Set **Requests after the swap** (the workload is then paced until that many arrive "
+                   "after it), or more requests at a lower rate.", icon=":material/warning:")
 
 
 def _strategies(run: TimelineRun) -> None:
