@@ -128,3 +128,25 @@ def test_a_whole_input_shape_is_what_the_warning_reads(tmp_path):
     [hint] = shape_hints.hints(graph, {}, {"x": (1, 3, 1, 1)})
     assert "[1, 3, 1, 1]" in hint.message and hint.shapes == {"x": (1, 3, 48, 320)}
     assert not shape_hints.hints(graph, {}, {"x": (1, 3, 48, 320)})
+
+
+def test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run():
+    """The Timeline page with a Whisper decoder: no warning at its defaults; an encoder length of 1
+    set in its dimensions is warned, with the value to set and the Whisper preset."""
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.intake.digest import file_digest
+    from dashboard.views.state import SelectedModel
+
+    path = DATA / "exports/hf_whisper_decoder_with_past.onnx"
+    digest = file_digest(path)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
+    at.switch_page("pages/timeline.py")
+    at.session_state["selected_model"] = SelectedModel(str(path), path.name, digest, "path")
+    at.session_state["intake_started"] = True
+    at.run()
+    assert not at.exception and not [w for w in at.warning if "degenerate" in w.value]
+    at.number_input(key=f"tl_dim_{digest}_encoder_sequence_length").set_value(1).run()
+    [warning] = [w.value.replace("\\", "") for w in at.warning if "degenerate" in w.value]
+    assert "encoder length encoder_sequence_length is 1" in warning and "encoder_sequence_length = 1500" in warning
+    assert any("Whisper, 30 s of audio" in c.value.replace("\\", "") for c in at.caption)

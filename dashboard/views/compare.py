@@ -32,7 +32,7 @@ from dashboard.render.timeline_figures import strategy_bars
 from dashboard.runtime.knobs import Settings
 from dashboard.runtime.socs import hardware_label, resolve_soc
 from dashboard.timeline.model import TimelineRun, strategy_table
-from dashboard.views import jobs, partitions, state, timeline
+from dashboard.views import jobs, partitions, shape_hints, state, timeline
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import md, short
 from dashboard.views.settings import SettingsForm, page_words
@@ -70,6 +70,8 @@ def render() -> None:
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         return
+    for side in sides:  # the sides take the default dimensions: say where those are degenerate
+        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name)
     keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
     reports = [partitions.stored_report(k) for k in keys]
     if any(r is None for r in reports):

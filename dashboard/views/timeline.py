@@ -35,7 +35,7 @@ from dashboard.timeline.model import (COSINE_AGREE, DEFAULT_ATOL, DEFAULT_RTOL, 
                                       TOP_K, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
                                       default_workload, events_csv, metrics_csv, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device, target_hardware
-from dashboard.views import jobs, state
+from dashboard.views import jobs, shape_hints, state
 from dashboard.views.devices import select_device
 from dashboard.views.settings import SettingsForm
 from dashboard.views.safe import download_name, md, short
@@ -72,6 +72,7 @@ def render() -> None:
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         options = None
+    shape_hints.show(graph, options)
     guess = _estimate(graph, selected.digest, options, hardware) if options is not None else None
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
