@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "is not given, else 0: exactly --requests)")
     parser.add_argument("--strategies", default=None,
                         help="comma-separated (default: fast,target,cached,migrate,auto; simulator fast,migrate)")
+    parser.add_argument("--snippet", action="store_true",
+                        help="print a Python script that runs this hot migration (same sessions, provider options "
+                             "and workload) outside the dashboard, and stop")
     parser.add_argument("--estimate", action="store_true",
                         help="print how long the run would take (an estimate from the model's size) and stop")
     parser.add_argument("--policy", choices=POLICIES, default="always",
@@ -96,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
     device = Device.parse(args.device)
     hardware = target_hardware(device)
     options = options_from_args(args, hardware)
+    if args.snippet:
+        from dashboard.timeline.snippet import model_timeline_snippet
+
+        print(model_timeline_snippet(args.model, options), end="")
+        return 0
     guess = _estimate(args.model, options, hardware)
     print(guess.text(), file=sys.stderr)
     if args.estimate:

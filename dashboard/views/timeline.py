@@ -77,8 +77,22 @@ def render() -> None:
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
         _start(device, selected, options, per_strategy=guess.requests)
+    if options is not None:
+        _snippet(selected.path, options)
     _progress(selected)
     _results(selected)
+
+
+def _snippet(model_path: str, options: TimelineOptions) -> None:
+    """This run's hot migration as a script to paste (``timeline.snippet``): same sessions, options
+    and workload."""
+    from dashboard.timeline.snippet import model_timeline_snippet
+
+    with st.expander("Reproduce outside the dashboard (Python)", icon=":material/code:"):
+        try:
+            st.code(model_timeline_snippet(model_path, options), language="python")
+        except UserError as exc:
+            st.error(md(exc), icon=":material/error:")
 
 
 # -- knobs -------------------------------------------------------------------------------------------
