@@ -75,11 +75,15 @@ def options_from_args(args: argparse.Namespace, hardware: str = "device") -> Tim
 class _Progress:
     """One stderr line whenever the worker's status changes, and one per finished strategy."""
 
-    def __init__(self, live: LiveRun) -> None:
+    def __init__(self, live: LiveRun, first: str = "") -> None:
         self.live = live
         self.shown = ""
+        self.first = first  # said once the worker answers (a run that cannot start says only its error)
 
     def __call__(self, message: ProgressEvent) -> None:
+        if self.first:
+            print(self.first, file=sys.stderr)
+            self.first = ""
         self.live.feed(message)
         if isinstance(message, StrategyEnd):
             m = message.metrics
@@ -105,10 +109,10 @@ def run(args: argparse.Namespace) -> int:
         print(model_timeline_snippet(args.model, options), end="")
         return 0
     guess = _estimate(args.model, options, hardware)
-    print(guess.text(), file=sys.stderr)
     if args.estimate:
+        print(guess.text(), file=sys.stderr)
         return 0
-    result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options, guess.requests)),
+    result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options, guess.requests), guess.text()),
                            timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
     if args.json:
         from dashboard.cli.common import print_json
