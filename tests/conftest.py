@@ -161,6 +161,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
         "test_timeline_workload.py::test_the_simulator_default_workload_serves_after_the_swap",
+        "test_timeline_workload.py::test_the_cached_strategy_measures_the_compiled_context",
         "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
     },
     "slow": {

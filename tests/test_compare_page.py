@@ -97,7 +97,8 @@ def test_each_option_set_shows_its_own_timeline_run(tmp_path):
     entries = []
     for number, fp16 in ((1, True), (2, False)):
         run = TimelineRun({}, str(path), TimelineOptions(fp16=fp16, strategies=["fast"]).to_json(), {},
-                          {"fast": StrategyRun("fast", {"fast": "cpu"})})
+                          {"fast": StrategyRun("fast", {"fast": "cpu"})},
+                          target={"backend": "htp", **({"context_bytes": 3 * 1024 * 1024} if fp16 else {})})
         entries.append({"label": f"#{number} fp16 {'on' if fp16 else 'off'}", "data": run.to_json(),
                         "finished": datetime.now(timezone.utc), "digest": file_digest(path), "name": path.name,
                         "device": "local"})
@@ -107,6 +108,8 @@ def test_each_option_set_shows_its_own_timeline_run(tmp_path):
     assert not at.exception
     assert at.selectbox(key="cmp_run_A").options == ["#1 fp16 on"]
     assert at.selectbox(key="cmp_run_B").options == ["#2 fp16 off"]
+    facts = next(df.value for df in at.dataframe if "HTP architecture" in df.value.index)
+    assert list(facts.loc["EPContext size"]) == ["3.0 MiB", "not measured (run the cached strategy)"]
 
 
 def test_two_models_side_by_side(tmp_path):

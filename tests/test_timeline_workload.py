@@ -161,3 +161,13 @@ def test_the_simulator_default_workload_serves_after_the_swap(stores, sample):
     assert len(run.strategies["fast"].requests) == len(migrate.requests) == run.workload["requests"]
     assert list(run.strategies) == ["fast", "migrate"]  # shown in the order asked for, though migrate ran first
     assert load_model(path)  # the sample itself is intact
+
+
+def test_the_cached_strategy_measures_the_compiled_context(stores):
+    """What an SoC's compile produced, for Compare: the EPContext model's files on disk."""
+    from dashboard.timeline.remote import run_on_device
+
+    run = run_on_device(Device.parse("local"), str(sample_path("cnn_classifier.onnx")),
+                        TimelineOptions(strategies=["cached"], requests=2))
+    assert run.strategies["cached"].metrics["failed"] == 0
+    assert run.target["context_bytes"] > 0

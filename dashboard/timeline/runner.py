@@ -204,6 +204,7 @@ class Runner:
         self.shared: dict = {"requested": options.shared_memory}
         self._profiles = 0
         self.count = options.requests  # requests per strategy: a paced migration's count, once it ran
+        self.context_bytes: int | None = None  # the EPContext model's files, once the cached strategy built it
 
     # -- the run -------------------------------------------------------------------------------
     def order(self) -> list[str]:
@@ -233,7 +234,8 @@ class Runner:
                       "concurrency": self.options.concurrency, "input_sets": len(self.inputs),
                       "inputs": self.options.inputs or "generated from the model's input specs", "dims": self.dims},
             strategies=strategies, fast=self.fast,
-            target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]},
+            target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target],
+                    **({"context_bytes": self.context_bytes} if self.context_bytes is not None else {})},
             shared_memory=self.shared, prime=prime,
             runtime={**versions(), "soc": soc_info(), "hardware": hardware(self.options.target)})
 
@@ -321,6 +323,9 @@ class Runner:
             rec = self._recorder("cached", {"target": target})
             rec.event("session_failed", target, f"cannot build the EPContext model: {exc}")
             return self._serve_nothing(rec, str(exc))
+        # The compiled context's size on disk (the model and its QNN binary): what a SoC's compile
+        # produced, which Compare shows next to the option sets.
+        self.context_bytes = sum(f.stat().st_size for f in context.parent.iterdir() if f.is_file())
         note = (f"EPContext model reused from the cache: {context}" if reused else
                 f"EPContext model built once in {built_s:.3f} s before this run (not on its clock): {context}")
         rec = self._recorder("cached", {"target": target})

@@ -28,6 +28,7 @@ from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.intake.shapes import is_float_model
 from dashboard.partition.analysis import analyze
 from dashboard.partition.report import CLASS_LABELS, CLASSES, FAILED, REMOVED, PartitionReport, claims
+from dashboard.render.report import binary_size
 from dashboard.render.timeline_figures import strategy_bars
 from dashboard.runtime.knobs import Settings
 from dashboard.runtime.socs import hardware_label, resolve_soc
@@ -226,16 +227,18 @@ def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
     if sides[0].options.result_json() == sides[1].options.result_json():
         return
     st.subheader("What tells the sides apart", anchor=False)
-    rows = [side_facts(side.options, report) for side, report in zip(sides, reports)]
+    rows = [side_facts(side.options, report, runs_of(timeline.session_runs(side.path)(), side.options))
+            for side, report in zip(sides, reports)]
     frame = pd.DataFrame(rows, index=[short(s.name, 60) for s in sides]).T
     st.dataframe(frame.astype(str), width="stretch")
     st.caption("HTP session creation is QNN's compile for that SoC, measured by this analysis (on the HTP "
-               "simulator on x86_64: the simulator's compile, not a device's). The compiled context's size is not "
-               "measured by an analysis.")
+               "simulator on x86_64: the simulator's compile, not a device's). The compiled context's size is "
+               "measured by a timeline run with the cached EPContext strategy and these options.")
 
 
-def side_facts(options: Settings, report: PartitionReport) -> dict[str, str]:
-    """One column of "what tells the sides apart" (``socs.resolve_soc`` for the part's figures)."""
+def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRun] = ()) -> dict[str, str]:
+    """One column of "what tells the sides apart" (``socs.resolve_soc`` for the part's figures);
+    ``runs``: the side's timeline runs, whose cached strategy measured the compiled context."""
     facts = {"SoC": "not set (the EP's default)", "HTP architecture": "—", "soc_model": "—"}
     if options.soc:
         soc = resolve_soc(options.soc)
@@ -255,6 +258,8 @@ def side_facts(options: Settings, report: PartitionReport) -> dict[str, str]:
         facts["HTP claims"] = f"{counts.claimed} of {counts.executed} executed nodes"
         facts["QNN subgraphs"] = str(htp.qnn_subgraphs)
         facts["HTP session creation (compile)"] = "—" if htp.seconds is None else f"{htp.seconds:.2f} s"
+    sizes = [r.target["context_bytes"] for r in runs if r.target.get("context_bytes") is not None]
+    facts["EPContext size"] = binary_size(sizes[-1]) if sizes else "not measured (run the cached strategy)"
     return facts
 
 
