@@ -166,6 +166,7 @@ TIER_TESTS: dict[str, set[str]] = {
     },
     "slow": {
         "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest
+        "test_timeline_workload.py::test_the_page_says_when_the_swap_came_after_the_last_request",  # an AppTest
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
         "test_cli_classify.py::test_bad_input_is_one_error_line_and_exit_2",
         "test_device_cli.py::test_bad_input_is_one_line_before_anything_runs",

@@ -8,6 +8,7 @@ The pacing is checked in process on sessions that only sleep (the runner's own `
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 
 import plotly.graph_objects as go
@@ -171,3 +172,37 @@ def test_the_cached_strategy_measures_the_compiled_context(stores):
                         TimelineOptions(strategies=["cached"], requests=2))
     assert run.strategies["cached"].metrics["failed"] == 0
     assert run.target["context_bytes"] > 0
+
+
+def test_the_page_says_when_the_swap_came_after_the_last_request(tmp_path):
+    """A run whose migration swapped after every request had started (what every default run did
+    on the simulator): the page says nothing was served after it and how to size the workload."""
+    from datetime import datetime, timezone
+
+    import onnx
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.intake.digest import file_digest
+    from dashboard.intake.samples import build_cnn_classifier
+    from dashboard.views.state import SelectedModel
+
+    path = tmp_path / "cnn32.onnx"
+    onnx.save(build_cnn_classifier(size=32), path)
+    events = [Event(0.0, "serve_start", "cpu"), Event(2.5, "swap", "htp")]
+    requests = [Request(i, i / 20, i / 20, i / 20 + 0.001, "cpu", True) for i in range(40)]
+    run = TimelineRun({"label": "local"}, str(path), {}, {"requests": 40, "rate": 20.0, "concurrency": 2},
+                      {"migrate": StrategyRun("migrate", {"fast": "cpu", "target": "htp"}, events, requests, 40)},
+                      fast={"backend": "cpu", "label": "CPU EP"}, target={"backend": "htp", "label": "QNN HTP"})
+    digest = file_digest(path)
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=60)
+    at.switch_page("pages/timeline.py")
+    at.session_state["selected_model"] = SelectedModel(str(path), path.name, digest, "path")
+    at.session_state["intake_started"] = True
+    at.session_state["timeline_runs"] = [{"label": "#1 cnn32", "data": run.to_json(), "digest": digest,
+                                          "finished": datetime.now(timezone.utc), "name": path.name,
+                                          "device": "local"}]
+    at.run()
+    assert not at.exception
+    said = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "after the last request had started: nothing was served after it" in said
+    assert "Requests after the swap" in said and not at.success
