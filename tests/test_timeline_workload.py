@@ -206,3 +206,16 @@ def test_the_page_says_when_the_swap_came_after_the_last_request(tmp_path):
     said = " ".join(w.value.replace("\\", "") for w in at.warning)
     assert "after the last request had started: nothing was served after it" in said
     assert "Requests after the swap" in said and not at.success
+
+
+def test_a_compile_measured_by_a_partition_analysis_replaces_the_size_guess():
+    costs = costs_from_size(12 * 1024 * 1024, 230, "simulator")
+    from dashboard.timeline.estimate import with_measured_compile
+
+    measured = with_measured_compile(costs, 42.0, "simulator")
+    assert measured.target_create == 42.0 and measured.target_request == costs.target_request
+    assert "HTP compile measured by this model's partition analysis on the HTP simulator" in measured.basis
+    assert with_measured_compile(costs, None, "simulator") is costs
+    options = TimelineOptions(**default_workload("simulator"))
+    assert estimate(options, measured).requests == min(options.requests, int(
+        (42.0 + options.warmup_runs * costs.target_request) * options.rate) + 1 + options.after_swap)

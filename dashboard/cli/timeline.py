@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate:
         print(guess.text(), file=sys.stderr)
         return 0
-    result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options, guess.requests), guess.text()),
+    progress = _Progress(LiveRun(options, guess.requests), guess.text())
+    result = run_on_device(device, args.model, options, on_event=progress,
                            timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
     if args.json:
         from dashboard.cli.common import print_json

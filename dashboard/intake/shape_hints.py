@@ -219,10 +219,10 @@ def hints(graph: ModelGraph, dims: dict[str, int], shapes: dict[str, tuple[int, 
     for name in encoder:
         if dims.get(name) == 1:
             want = better.get(name, 128)
+            whose = " for Whisper" if want == WHISPER_ENCODER_FRAMES else ""
             out.append(ShapeHint(None, f"The encoder length {name} is 1: the decoder's cross-attention would attend "
                                        f"to a single encoder frame, a graph nobody serves. Set it to the encoder's "
-                                       f"output length ({want}{' for Whisper' if want == WHISPER_ENCODER_FRAMES else ''}).",
-                                 {name: want}))
+                                       f"output length ({want}{whose}).", {name: want}))
     image = _image_input(graph)
     if image is not None:
         out += _image_hints(graph, image, dims, shapes, better)

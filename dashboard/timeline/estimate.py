@@ -73,6 +73,16 @@ def costs_from_size(weight_bytes: int, nodes: int, hardware: str | None) -> Cost
                  f"from the model's size ({_size(weight_bytes)} of weights, {nodes} nodes) on {where}")
 
 
+def with_measured_compile(costs: Costs, seconds: float | None, hardware: str | None) -> Costs:
+    """``costs`` with the HTP compile a partition analysis of the model measured (its HTP session
+    creation, on the same kind of hardware), the rest still from the size."""
+    if seconds is None or costs.measured:
+        return costs
+    where = "the HTP simulator" if hardware == "simulator" else "the device"
+    return Costs(costs.fast_request, costs.target_request, seconds,
+                 f"{costs.basis}, with the HTP compile measured by this model's partition analysis on {where}")
+
+
 def costs_from_run(run: TimelineRun) -> Costs | None:
     """The costs a finished run measured (median service times per backend, the target's session
     creation), or None when it served nothing on the target."""

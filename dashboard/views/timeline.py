@@ -30,12 +30,12 @@ from dashboard.intake.shapes import is_float_model
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.jobs import Job
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
-from dashboard.timeline.estimate import Estimate, costs_from_run, costs_from_size, estimate
+from dashboard.timeline.estimate import Estimate, costs_from_run, costs_from_size, estimate, with_measured_compile
 from dashboard.timeline.model import (COSINE_AGREE, DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
                                       TOP_K, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
                                       default_workload, events_csv, metrics_csv, requests_csv, strategy_table)
 from dashboard.timeline.remote import LiveRun, run_on_device, target_hardware
-from dashboard.views import jobs, shape_hints, state
+from dashboard.views import jobs, partitions, shape_hints, state
 from dashboard.views.devices import select_device
 from dashboard.views.settings import SettingsForm
 from dashboard.views.safe import download_name, md, short
@@ -154,12 +154,28 @@ def _estimate(graph: ModelGraph, digest: str, options: TimelineOptions, hardware
             costs = costs_from_run(run)
             if costs is not None:
                 break
-    guess = estimate(options, costs or costs_from_size(graph.weight_bytes, len(graph.nodes), hardware))
+    if costs is None:
+        costs = with_measured_compile(costs_from_size(graph.weight_bytes, len(graph.nodes), hardware),
+                                      _measured_compile(digest, options, hardware), hardware)
+    guess = estimate(options, costs)
     st.caption(md(guess.text()))
     if hardware == "simulator" and not options.after_swap and "migrate" in options.strategies:
         st.caption("On the simulator the HTP compiles for seconds to minutes: with 'Requests after the swap' at 0 "
                    "the workload may end before the swap, and nothing is served after it.")
     return guess
+
+
+def _measured_compile(digest: str, options: TimelineOptions, hardware: str) -> float | None:
+    """The HTP session creation a partition analysis of this model measured with the same
+    precision and SoC on the same kind of hardware (the Partitions page's store), if any."""
+    for report in reversed(partitions.session_reports(digest)()):
+        htp = report.backends.get("htp")
+        if (htp is None or htp.status != "measured" or htp.seconds is None
+                or (htp.runtime.get("hardware") == "simulator") != (hardware == "simulator")):
+            continue
+        if (report.options.fp16, report.options.soc) == (options.fp16, options.soc):
+            return htp.seconds
+    return None
 
 
 # -- a run in the background ------------------------------------------------------------------------
