@@ -148,6 +148,21 @@ class CellResult(Record):
     def ok(self) -> bool:
         return self.status == OK
 
+    def brief(self) -> dict:
+        """The cell as ``sweep --json`` lists it: what it is, its status and reason, and its
+        analysis' findings (partition: the HTP coverage and the nodes left to the CPU; classify:
+        each classifier's verdict and the backend it routes to)."""
+        cell = self.cell
+        out = {"model": cell.model, "soc": cell.soc, "option_set": cell.option_set, "analysis": cell.analysis,
+               "status": self.status, "reason": self.reason}
+        if cell.analysis == "partition":
+            out.update(htp_coverage=self.htp_coverage, htp_claimed=self.htp_claimed, htp_nodes=self.htp_nodes,
+                       cpu_nodes=[node.to_json() for node in self.cpu_nodes], hardware=self.hardware)
+        elif cell.analysis == "classify":
+            out.update(verdicts=dict(self.verdicts), routes=dict(self.routes))
+        out.update(elapsed_s=self.elapsed_s, host=self.host, node=self.node, executor=self.executor)
+        return out
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
