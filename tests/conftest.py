@@ -132,7 +132,8 @@ TIER_MODULES = {
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
-                  "test_fusion_sweep.py", "test_aihub_truth.py"},
+                  "test_fusion_sweep.py", "test_aihub_truth.py",
+                  "test_sweep_simulator.py"},
     "slow": set(),
 }
 
