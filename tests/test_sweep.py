@@ -337,3 +337,33 @@ def test_memory_stays_flat_over_100_models_by_4_socs(tmp_path, monkeypatch):
     assert len(Store(tmp_path / "large").index()) == 400
     assert held[400] - held[100] < 64 << 10, held
     assert large_peak < small_peak * 1.3 + (256 << 10), (small_peak, large_peak)
+
+
+def test_an_interrupted_sweep_keeps_what_finished_and_the_next_run_does_the_rest(zoo, tmp_path):
+    spec, out = load_spec(zoo), tmp_path / "out"
+    calls: list = []
+
+    def interrupted(cell, cancel):
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # Ctrl-C while the fourth cell runs
+        calls.append(cell.label)
+        return run_cell(cell, cancel)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, Store(out, create=True), run_one=interrupted, jobs=1)
+    assert len(list(Store(out).results())) == 3  # the index was written on the way out
+    assert not json.loads((out / "sweep.json").read_text())["complete"]
+    rest: list = []
+    progress = run_sweep(spec, Store(out, create=True), run_one=counting(rest), jobs=1)
+    assert len(rest) == 3 and not set(rest) & set(calls) and progress.reused == 3 and progress.done == 6
+
+
+def test_the_readme_documents_every_index_column_and_the_gates():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Sweeps"):readme.index("## Options that decide what QNN claims")]
+    rows = [line.split("|")[1].strip().strip("`") for line in section.splitlines()
+            if line.startswith("| `") and line.count("|") == 5]
+    assert [name for name, _, _ in COLUMNS] == [r for r in rows if r in {n for n, _, _ in COLUMNS}]
+    assert {name for name, _, _ in COLUMNS} <= set(rows)
+    for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change"):
+        assert f"| `{gate}` |" in section
