@@ -367,3 +367,19 @@ def test_the_readme_documents_every_index_column_and_the_gates():
     assert {name for name, _, _ in COLUMNS} <= set(rows)
     for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change"):
         assert f"| `{gate}` |" in section
+
+
+def test_a_record_newer_than_the_index_is_read_with_a_note(zoo, tmp_path):
+    """A sweep killed outright (SIGKILL: no ``finally``) leaves records its index does not know."""
+    import dataclasses
+
+    out = tmp_path / "out"
+    run_sweep(load_spec(zoo), Store(out, create=True), jobs=1)
+    store = Store(out)
+    first = next(store.results())
+    newer = dataclasses.replace(first, cell=dataclasses.replace(first.cell, digest="0" * 32), notes=["newer"])
+    store.write(newer)
+    reread = Store(out)
+    results = list(reread.results())
+    assert len(results) == 6 and [r.notes for r in results if r.cell.cell_id == first.cell.cell_id] == [["newer"]]
+    assert any("newer than index.parquet" in n for n in reread.notes)

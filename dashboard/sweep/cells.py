@@ -28,7 +28,8 @@ Executors. An executor runs cells and yields their results as they finish::
 
 ``cells`` is consumed lazily (a sweep of thousands of cells is never a list); ``run_one(cell,
 cancel)`` is ``run_cell`` for a real sweep (a test passes a fake); ``jobs`` is how many cells
-run at once; ``progress(cell, event)`` receives each running cell's progress events (called
+run at once (0: the executor's own default, e.g. this machine's cores locally, the cluster's
+resources on Ray); ``progress(cell, event)`` receives each running cell's progress events (called
 from any thread); ``cancel`` stops every running cell's worker, after which the executor stops
 taking cells and ends (``Cancelled`` raised, or the results so far). An executor must yield one
 result per cell it took, in any order, and never let one cell's failure end the others: a cell

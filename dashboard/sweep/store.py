@@ -193,15 +193,17 @@ class Store:
     def _row_result(self, row: dict) -> CellResult:
         name = row.get("record") or ""
         result = self.read(name) if name.startswith(f"{CELLS}/") and ".." not in name else None
-        if result is not None and result.cell.key == row.get("key"):
+        if result is not None:
+            if result.cell.key != row.get("key"):  # a run killed outright (SIGKILL) wrote it after the index
+                self.notes.append(f"{name} is newer than {INDEX} (a run that ended without writing its index); "
+                                  "rerun the sweep to refresh the index")
             return result
         from dashboard.runtime.knobs import Settings
 
         cell = Cell(model=row["model"], path="", digest=row.get("digest") or "", soc=row["soc"],
                     option_set=row["option_set"], analysis=row["analysis"], settings=Settings(soc=row["soc"]),
                     version=row.get("version") or "")
-        why = "missing or corrupt" if result is None else "of another run"
-        return CellResult.failure(cell, f"its record {name} is {why}: rerun the sweep to measure it again",
+        return CellResult.failure(cell, f"its record {name} is missing or corrupt: rerun the sweep to measure it again",
                                   host=row.get("host") or "", finished=row.get("finished") or "")
 
     def _scan(self) -> Iterator[CellResult]:
