@@ -383,3 +383,12 @@ def test_a_record_newer_than_the_index_is_read_with_a_note(zoo, tmp_path):
     results = list(reread.results())
     assert len(results) == 6 and [r.notes for r in results if r.cell.cell_id == first.cell.cell_id] == [["newer"]]
     assert any("newer than index.parquet" in n for n in reread.notes)
+
+
+def test_a_damaged_index_is_a_note_and_the_records_are_read(zoo, tmp_path):
+    out = tmp_path / "out"
+    run_sweep(load_spec(zoo), Store(out, create=True), jobs=1)
+    (out / "index.parquet").write_bytes(b"PAR1 not really")
+    store = Store(out)
+    assert len(list(store.results())) == 6 and len(store.index()) == 6
+    assert any("index.parquet: unreadable" in n for n in store.notes)

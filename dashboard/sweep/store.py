@@ -80,6 +80,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+_CELL = ("model", "soc", "option_set", "analysis", "digest", "version", "host", "finished")  # to name a lost record
+
+
 def index_row(result: CellResult, record: str) -> dict[str, Any]:
     """``result`` as one flat row of the index."""
     cell = result.cell
@@ -183,12 +186,17 @@ class Store:
         import pyarrow.parquet as pq
 
         try:
-            batches = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP)
+            batches = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP, columns=["record", "key", *_CELL])
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+            self.notes.append(f"{INDEX}: unreadable ({type(exc).__name__}: {exc}); read the records instead")
+            yield from self._scan()
+            return
+        try:
             for batch in batches:
                 for row in batch.to_pylist():
                     yield self._row_result(row)
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise UserError(f"{path}: the index is unreadable ({exc}); rerun the sweep to rebuild it") from None
+        except (OSError, ValueError) as exc:  # a row group damaged past the file's footer (ArrowInvalid)
+            raise UserError(f"{path}: the index is damaged ({exc}); rerun the sweep to rebuild it") from None
 
     def _row_result(self, row: dict) -> CellResult:
         name = row.get("record") or ""
