@@ -392,3 +392,22 @@ def test_a_damaged_index_is_a_note_and_the_records_are_read(zoo, tmp_path):
     store = Store(out)
     assert len(list(store.results())) == 6 and len(store.index()) == 6
     assert any("index.parquet: unreadable" in n for n in store.notes)
+
+
+def test_two_sweeps_into_one_folder_at_once_is_one_error(zoo, tmp_path):
+    import os
+
+    from dashboard import platform
+    from dashboard.errors import UserError
+
+    out = tmp_path / "out"
+    store = Store(out, create=True)
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT)  # held as a running sweep holds it
+    try:
+        assert platform.try_lock_exclusive(fd)
+        with pytest.raises(UserError, match="another sweep is writing into this folder"):
+            run_sweep(load_spec(zoo), store, jobs=1)
+        assert not (out / "index.parquet").exists()
+    finally:
+        os.close(fd)
+    assert run_sweep(load_spec(zoo), store, jobs=1).done == 6

@@ -22,6 +22,7 @@ records of cells no longer in the spec stay in ``cells/`` and are not listed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from dashboard.runtime.jobs import Cancellation
     from dashboard.sweep.spec import Spec
 
-MANIFEST, CELLS, INDEX = "sweep.json", "cells", "index.parquet"
+MANIFEST, CELLS, INDEX, LOCK = "sweep.json", "cells", "index.parquet", ".lock"
 MANIFEST_SCHEMA = "sweep/1"
 ROW_GROUP = 256  # index rows kept before they are written (one Parquet row group)
 MAX_RECORD_BYTES = 64 << 20  # a record is small; a bigger file is not one of ours
@@ -125,6 +126,25 @@ class Store:
             raise UserError(f"{root}: no such results folder")
         elif not (self.root / INDEX).is_file() and not (self.root / CELLS).is_dir():
             raise UserError(f"{root}: not a sweep's results folder (no {INDEX} and no {CELLS}/)")
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the folder for one run: a second sweep into the same folder at the same time would
+        interleave two indexes into one file. One ``UserError`` line when another run holds it."""
+        from dashboard import platform
+
+        path = self.root / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the folder's lock ({exc.strerror or exc})") from None
+        try:
+            if not platform.try_lock_exclusive(fd):
+                raise UserError(f"{self.root}: another sweep is writing into this folder; wait for it to end or "
+                                "give another --out")
+            yield
+        finally:
+            os.close(fd)
 
     def record_name(self, cell: Cell) -> str:
         return f"{CELLS}/{cell.cell_id}.json"
@@ -331,6 +351,11 @@ def run_sweep(spec: Spec, store: Store, *, executor: Executor | None = None, run
     time) through ``run_one`` (``run_cell``); each result is recorded and indexed as it arrives,
     and ``on_progress`` hears of every cell. Interrupted or cancelled, the records and the index
     of the cells that finished are kept (the next run resumes there) and the exception goes on."""
+    with store.writing():
+        return _run(spec, store, executor, run_one, jobs, force, on_progress, cell_progress, cancel)
+
+
+def _run(spec, store, executor, run_one, jobs, force, on_progress, cell_progress, cancel) -> Progress:
     from dashboard.runtime.jobs import Cancellation
     from dashboard.sweep.executors import run_local
 
