@@ -43,6 +43,7 @@ records each result as it arrives; an executor never touches the store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -210,14 +211,23 @@ def run_cell(cell: Cell, cancel: Cancellation | None = None, *, progress: CellPr
 
 
 def _classify(cell: Cell) -> CellResult:
+    verdicts, routes, warnings = _classified(cell.path, cell.digest)
+    return CellResult(cell=cell, status=OK, verdicts=dict(verdicts), routes=dict(routes), notes=list(warnings))
+
+
+@functools.lru_cache(maxsize=256)
+def _classified(path: str, digest: str) -> tuple[tuple, tuple, tuple]:
+    """Both classifiers' verdicts on a model, once per content digest: a model's classify cells on
+    every SoC and setting set read the same graph and get the same answer (a 100,000-node export
+    takes seconds to read). A few hundred bytes an entry; only a model that read is remembered."""
     from dashboard.classify.ep_rules import classify_ep
     from dashboard.classify.refined import classify_refined
     from dashboard.intake.reader import load_model
 
-    model = load_model(cell.path)
+    model = load_model(path)
     ep, refined = classify_ep(model), classify_refined(model)
-    return CellResult(cell=cell, status=OK, verdicts={"ep": ep.verdict, "refined": refined.verdict},
-                      routes={"ep": ep.backend, "refined": refined.backend}, notes=list(model.warnings))
+    return ((("ep", ep.verdict), ("refined", refined.verdict)), (("ep", ep.backend), ("refined", refined.backend)),
+            tuple(model.warnings))
 
 
 def _partition(cell: Cell, cancel: Cancellation, emit, use_cache: bool, device: Device | None) -> CellResult:
