@@ -17,7 +17,7 @@ took and where it ran.
 subprocess (``runtime.jobs.run_command``), so a native crash, a hang past the timeout or a
 killed worker is that cell's ``failed`` row and the sweep goes on; a classify cell is the
 ``classify`` command's work (the weight-free reader and both classifiers, pure Python, no native
-code), done in the calling process. Bad input for one cell (a model that does not read, a shape
+code), done in the calling process, once per model content (its SoC and settings change nothing). Bad input for one cell (a model that does not read, a shape
 for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
 propagates, and a cancelled cell is not recorded, so a resumed sweep runs it.
 
