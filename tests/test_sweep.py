@@ -412,3 +412,16 @@ def test_two_sweeps_into_one_folder_at_once_is_one_error(zoo, tmp_path):
     finally:
         os.close(fd)
     assert run_sweep(load_spec(zoo), store, jobs=1).done == 6
+
+
+def test_a_model_that_cannot_be_opened_is_failed_cells_and_runs_again_once_it_can(zoo, tmp_path):
+    spec = load_spec(zoo)
+    (zoo.parent / "models" / "model_002.onnx").unlink()  # gone after the spec was read
+    out = tmp_path / "out"
+    assert run_sweep(spec, Store(out, create=True), jobs=2).done == 6
+    failed = [r for r in Store(out).results() if not r.ok]
+    assert {r.cell.model for r in failed} == {"models/model_002.onnx"} and len(failed) == 2
+    write_models(zoo.parent / "models", 3)  # readable again
+    calls: list = []
+    run_sweep(load_spec(zoo), Store(out, create=True), run_one=counting(calls), jobs=2)
+    assert len(calls) == 2 and all(r.ok for r in Store(out).results())
