@@ -132,7 +132,8 @@ TIER_MODULES = {
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
-                  "test_fusion_sweep.py", "test_aihub_truth.py"},
+                  "test_fusion_sweep.py", "test_aihub_truth.py",
+                  "test_sweep_simulator.py"},
     "slow": set(),
 }
 
@@ -264,6 +265,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_moving_on_from_an_upload_removes_its_file",  # 3.2 s
         "test_jobs.py::test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits",  # 7.9 s
         "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
+        "test_sweep.py::test_the_command_exits_2_with_one_line_and_no_traceback",  # a `python -m dashboard` child
+        "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
     },
 }
 
