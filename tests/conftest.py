@@ -133,7 +133,7 @@ TIER_MODULES = {
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",
-                  "test_profile_measure.py", "test_profile_cli.py"},
+                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py"},
     "slow": set(),
 }
 
@@ -161,8 +161,13 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
+        "test_timeline_workload.py::test_the_simulator_default_workload_serves_after_the_swap",
+        "test_timeline_workload.py::test_the_cached_strategy_measures_the_compiled_context",
+        "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
     },
     "slow": {
+        "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest
+        "test_timeline_workload.py::test_the_page_says_when_the_swap_came_after_the_last_request",  # an AppTest
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
         "test_cli_classify.py::test_bad_input_is_one_error_line_and_exit_2",
         "test_device_cli.py::test_bad_input_is_one_line_before_anything_runs",
@@ -260,6 +265,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_uploads.py::test_moving_on_from_an_upload_removes_its_file",  # 3.2 s
         "test_jobs.py::test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits",  # 7.9 s
         "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
+        "test_sweep.py::test_the_command_exits_2_with_one_line_and_no_traceback",  # a `python -m dashboard` child
+        "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
     },
 }
 
