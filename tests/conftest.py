@@ -134,7 +134,7 @@ TIER_MODULES = {
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",
-                  "test_profile_measure.py", "test_profile_cli.py"},
+                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py"},
     "slow": set(),
 }
 
@@ -164,8 +164,13 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
         "test_profile_page.py::test_a_real_profile_on_the_htp_simulator_through_the_page",
         "test_profile_page.py::test_a_profile_keeps_running_while_the_user_is_on_another_page",
+        "test_timeline_workload.py::test_the_simulator_default_workload_serves_after_the_swap",
+        "test_timeline_workload.py::test_the_cached_strategy_measures_the_compiled_context",
+        "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
     },
     "slow": {
+        "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest
+        "test_timeline_workload.py::test_the_page_says_when_the_swap_came_after_the_last_request",  # an AppTest
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
         "test_cli_classify.py::test_bad_input_is_one_error_line_and_exit_2",
         "test_device_cli.py::test_bad_input_is_one_line_before_anything_runs",
@@ -266,6 +271,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_profile_page.py::test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlier_profiles",
         "test_profile_page.py::test_the_sidebars_html_report_holds_the_sessions_profiles",  # 2.5 s
         "test_profile_page.py::test_the_time_left_follows_the_pace_of_the_runs",  # 6 s: two paced runs
+        "test_sweep.py::test_the_command_exits_2_with_one_line_and_no_traceback",  # a `python -m dashboard` child
+        "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
     },
 }
 

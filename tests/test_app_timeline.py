@@ -3,6 +3,7 @@ Timeline page end to end in Chromium."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import platform
@@ -45,6 +46,13 @@ def page(name: str, model: SelectedModel | None = None) -> AppTest:
     return at
 
 
+def workload_key(model: SelectedModel, device: Device) -> str:
+    """The workload widgets' key suffix: per model and the kind of hardware of the device."""
+    from dashboard.timeline.remote import target_hardware
+
+    return f"{model.digest}_{target_hardware(device)}"
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -72,9 +80,10 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
     assert not at.exception and not at.error
     assert "No run yet" in texts(at.info)
     digest = small_model.digest
-    at.multiselect(key=f"tl_strategies_{digest}").set_value(["fast", "migrate"])
-    at.number_input(key=f"tl_requests_{digest}").set_value(90)
-    at.number_input(key=f"tl_rate_{digest}").set_value(30.0)
+    key = workload_key(small_model, Device.parse("local"))
+    at.multiselect(key=f"tl_strategies_{key}").set_value(["fast", "migrate"])
+    at.number_input(key=f"tl_requests_{key}").set_value(90)
+    at.number_input(key=f"tl_rate_{key}").set_value(30.0)
     at.button(key="tl_run").click().run(timeout=RUN_TIMEOUT)
     settle(at, JOB, timeout=RUN_TIMEOUT)  # the run is the page's background job
     assert not at.exception and not at.error, texts(at.error)
@@ -92,6 +101,9 @@ def test_timeline_run_then_a_failing_run_keeps_the_first(stores, small_model):
         assert "Simulator latency is not NPU latency" in texts(at.warning)
         assert "Snapdragon device" in texts(at.warning)
         assert "QNN HTP on the HTP simulator (x86_64)" in texts(at.markdown)
+        # paced until after the swap (the simulator's default): the migration serves after it
+        assert "request(s) served after the swap on QNN HTP (simulator)" in texts(at.success)
+        assert data["workload"]["after_swap"] > 0 and data["workload"]["requests"] < 90
     assert [d.proto.label for d in at.get("download_button")] == [
         "Run (JSON)", "Requests (CSV)", "Comparison (CSV)", "Events (CSV)", "Report (HTML)"]  # the last: sidebar
     agreement = [d.value for d in at.dataframe if "relative error" in d.value.columns]  # per output, per check
@@ -130,10 +142,12 @@ def on_device(at: AppTest, device: Device) -> AppTest:
 
 
 def start_run(at: AppTest, model: SelectedModel, requests: int = 4) -> AppTest:
-    """Pick one strategy and ``requests`` requests for ``model`` and press Run (the click returns
-    at once: the run is the page's job)."""
-    at.multiselect(key=f"tl_strategies_{model.digest}").set_value(["fast"])
-    at.number_input(key=f"tl_requests_{model.digest}").set_value(requests)
+    """Pick one strategy and ``requests`` requests for ``model`` on the page's device (a fake
+    worker: a device's defaults, exactly ``requests``) and press Run (the click returns at once:
+    the run is the page's job)."""
+    key = workload_key(model, at.session_state["devices"][at.session_state["device_current"]])
+    at.multiselect(key=f"tl_strategies_{key}").set_value(["fast"])
+    at.number_input(key=f"tl_requests_{key}").set_value(requests)
     return at.button(key="tl_run").click().run(timeout=60)
 
 
@@ -264,9 +278,13 @@ def test_devices_page_probes_this_machine_and_rejects_bad_devices():
 
 
 def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
-    """The real app in Chromium: open the Timeline page, run a short timeline, watch it grow,
-    and find the comparison, the Gantt and the latency charts."""
+    """The real app in Chromium: open the Timeline page, run it with the defaults of this host's
+    hardware, watch it grow, and find the comparison, the Gantt and the latency charts; on the HTP
+    simulator the hot migration serves after its swap (the README's screenshot)."""
     import re
+
+    from dashboard.timeline.model import STRATEGY_TITLES, default_workload
+    from dashboard.timeline.remote import target_hardware
 
     from e2e_helpers import launch_chromium, open_page, require_chromium, running_app, wait_for_idle
     from playwright.sync_api import sync_playwright
@@ -283,33 +301,41 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
         chips = box.locator("[data-tag]")
         inside = [chips.nth(i).get_attribute("aria-label") for i in range(chips.count())
                   if (b := chips.nth(i).bounding_box()) and b["x"] + b["width"] <= area["x"] + area["width"]]
-        assert inside == ["fast only", "target only (cold compile)", "target from cached EPContext", "hot migration",
-                          "auto (classifier's backend)"], inside  # every strategy in view, none clipped
-        requests = page.get_by_label("Requests")
-        requests.fill("30")
-        requests.press("Enter")
-        wait_for_idle(page)
+        hardware = target_hardware(Device.parse("local"))
+        defaults = default_workload(hardware)
+        assert inside == [STRATEGY_TITLES[s] for s in defaults["strategies"]], inside  # in view, none clipped
+        assert "Estimated duration" in page.inner_text('[data-testid="stMain"]')  # before Run
+        if not defaults["after_swap"]:  # a device's default workload: shortened for the test
+            requests = page.get_by_label("Requests", exact=True)
+            requests.fill("30")
+            requests.press("Enter")
+            wait_for_idle(page)
         page.get_by_role("button", name="Run timeline").click()
         seen: set[int] = set()
-        progress = re.compile(r"(\d+)/150 requests answered")
+        progress = re.compile(r"(\d+)/(\d+) requests answered")
         deadline = page.evaluate("Date.now()") + RUN_TIMEOUT * 1000
         while page.evaluate("Date.now()") < deadline:
             found = progress.search(page.inner_text('[data-testid="stMain"]'))
-            if found:
+            if found and int(found.group(1)) < int(found.group(2)):
                 seen.add(int(found.group(1)))
             if page.get_by_text("Strategies compared").count():
                 break
             page.wait_for_timeout(100)
         wait_for_idle(page)
-        assert any(0 < n < 150 for n in seen), f"no live progress seen: {sorted(seen)}\n{app.log_text()[-2000:]}"
+        assert any(0 < n for n in seen), f"no live progress seen: {sorted(seen)}\n{app.log_text()[-2000:]}"
         main = page.inner_text('[data-testid="stMain"]')
         assert "hot migration" in main and "CPU EP (no QNN GPU on this host)" in main
         assert page.locator(".js-plotly-plot").count() >= 3  # bars, Gantt, latency of the first tab
         if platform.machine() == "x86_64":  # next to the charts: simulator latency is not NPU latency
             assert page.get_by_text("Simulator latency is not NPU latency.").first.is_visible()
+        if hardware == "simulator":  # the default workload shows serving after the swap
+            assert re.search(r"request\(s\) served after the swap on QNN HTP", main), main[:3000]
         with page.expect_download() as download:
             page.get_by_role("button", name="Run (JSON)").click()
         assert re.fullmatch(r"cnn32-timeline-\d{8}T\d{6}Z\.json", download.value.suggested_filename)
+        if hardware == "simulator":
+            migrate = json.loads(Path(download.value.path()).read_text())["strategies"]["migrate"]["metrics"]
+            assert migrate["swap_at_s"] is not None and migrate["p50_after_s"] is not None, migrate
         folder = ROOT / "docs" if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path  # the README's
         page.get_by_role("tab", name="hot migration").click()
         # Streamlit scrolls inside its own container: grow the viewport to the page's length first

@@ -53,11 +53,63 @@ def test_one_model_under_two_option_sets(tmp_path):
         any(t.startswith("**A: rejects.onnx** · HTP measured on the ") for t in text)
     assert "**B: rejects.onnx** · HTP failed · GPU predicted" in text
     assert any("no per-node verdicts" in w for w in said(at.warning))
-    assert "Same model: **2** node(s) are off the NPU on one side only." in text  # B's HTP measured nothing
-    only = next(df.value for df in at.dataframe if "off the NPU only in" in df.value.columns)
-    assert set(only["node"]) == {"erf0", "mod0"} and set(only["off the NPU only in"]) == {"A"}
+    # B's HTP failed: its reason is shown, and nothing is claimed about its nodes
+    failure = [e for e in said(at.error) if e.startswith("**B: rejects.onnx: HTP failed.**")]
+    assert len(failure) == 1 and len(failure[0]) > len("**B: rejects.onnx: HTP failed.** ") + 10, said(at.error)
+    assert not any(t.startswith("**B: rejects.onnx**: ") and "node(s)" in t for t in text), text
+    assert any(t.startswith("**B: rejects.onnx**: the HTP failed") for t in text)
+    assert not any(t.startswith("Same model") for t in text)
+    # what tells the sides apart: the SoC's HTP architecture, and what each HTP measured
+    facts = next(df.value for df in at.dataframe if "HTP architecture" in df.value.index)
+    assert list(facts.loc["HTP architecture"]) == ["v73", "v68"]
+    assert list(facts.loc["HTP"])[1] == "failed" and list(facts.loc["HTP"])[0].startswith("measured on the ")
+    assert facts.loc["HTP session creation (compile)"].iloc[0].endswith(" s")
     assert len(at.session_state["partition_reports"]) == 2  # shared with the Partitions page
     assert any("No timeline run" in i.value for i in at.info)
+
+
+def test_a_second_comparison_reuses_the_side_already_analysed(tmp_path):
+    """Only B's options change: A's report is the one analysed before (not recomputed), and the
+    job analyses B alone."""
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    at = settle(page(path), JOB)
+    compare(at)
+    reports = at.session_state["partition_reports"]
+    first = dict(reports)
+    at.selectbox(key="cmp_soc_B").set_value("sm8650")
+    compare(at)
+    assert not at.exception
+    assert set(at.session_state[JOB].result) == {1}  # B only
+    reports = at.session_state["partition_reports"]
+    a_key = next(k for k in first if reports.get(k) is first[k])
+    assert len(reports) == 3 and a_key in reports
+
+
+def test_each_option_set_shows_its_own_timeline_run(tmp_path):
+    """Two runs of one model, fp16 on and off: side A (fp16 on) shows the fp16 run, side B the
+    other, never the same one for both."""
+    from datetime import datetime, timezone
+
+    from dashboard.timeline.model import StrategyRun, TimelineOptions, TimelineRun
+
+    path = pm.save(pm.rejects_model(), tmp_path, "rejects")
+    at = page(path)
+    entries = []
+    for number, fp16 in ((1, True), (2, False)):
+        run = TimelineRun({}, str(path), TimelineOptions(fp16=fp16, strategies=["fast"]).to_json(), {},
+                          {"fast": StrategyRun("fast", {"fast": "cpu"})},
+                          target={"backend": "htp", **({"context_bytes": 3 * 1024 * 1024} if fp16 else {})})
+        entries.append({"label": f"#{number} fp16 {'on' if fp16 else 'off'}", "data": run.to_json(),
+                        "finished": datetime.now(timezone.utc), "digest": file_digest(path), "name": path.name,
+                        "device": "local"})
+    at.session_state["timeline_runs"] = entries
+    settle(at, JOB)
+    compare(at)
+    assert not at.exception
+    assert at.selectbox(key="cmp_run_A").options == ["#1 fp16 on"]
+    assert at.selectbox(key="cmp_run_B").options == ["#2 fp16 off"]
+    facts = next(df.value for df in at.dataframe if "HTP architecture" in df.value.index)
+    assert list(facts.loc["EPContext size"]) == ["3.0 MiB", "not measured (run the cached strategy)"]
 
 
 def test_two_models_side_by_side(tmp_path):

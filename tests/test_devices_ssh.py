@@ -410,3 +410,16 @@ def test_a_local_interpreter_device_can_be_added_on_the_devices_page_by_its_list
         access.reload()
     assert not at.exception and not at.error
     assert f"local?python={sys.executable}" in at.session_state["devices"]
+
+
+def test_a_profile_over_ssh_sends_the_model_and_maps_its_rows(sshd, tmp_path):
+    from dashboard.profile.run import profile_model
+    from dashboard.runtime.knobs import Settings
+
+    model = tmp_path / "profiled_cnn.onnx"
+    onnx.save(build_cnn_classifier(size=32, seed=11), model)
+    profile = profile_model(model, Settings(backends=("htp",), fp16=True, soc="60"), runs=2, device=ssh_device(sshd))
+    assert (sshd["root"] / "remote_models" / file_digest(model) / model.name).is_file()  # sent by digest
+    htp = profile.backends["htp"]
+    assert htp.ok and htp.runs == 2 and profile.digest == file_digest(model)
+    assert any(n.inserted for n in profile.backend_nodes("htp")) and profile.backend_nodes("htp")[0].unit == "cycles"

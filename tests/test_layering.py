@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
-CAPABILITIES = ("intake", "classify", "runtime", "partition", "timeline", "profile", "render", "cli", "views")
+CAPABILITIES = ("intake", "classify", "runtime", "partition", "timeline", "profile", "render", "sweep", "cli",
+                "views")
 
 
 def module_name(path: Path) -> str:
@@ -63,8 +64,8 @@ def test_every_capability_is_a_package_that_states_its_api():
 
 @pytest.mark.parametrize("lower", ["dashboard.intake", "dashboard.classify"])
 def test_intake_and_classify_never_import_the_runtime_or_anything_above(lower):
-    above = ("dashboard.runtime", "dashboard.partition", "dashboard.timeline", "dashboard.profile", "dashboard.render",
-             "dashboard.cli", "dashboard.views")
+    above = ("dashboard.runtime", "dashboard.partition", "dashboard.timeline", "dashboard.profile",
+             "dashboard.render", "dashboard.sweep", "dashboard.cli", "dashboard.views")
     offenders = {m: sorted(n for n in SOURCES[m] if n.startswith(above))
                  for m in SOURCES if m.startswith(lower)}
     assert not {m: n for m, n in offenders.items() if n}
@@ -100,6 +101,16 @@ def test_the_page_job_runner_serves_every_kind_of_run():
     so a partition, a timeline and the next kind of run all go through it unchanged."""
     capabilities = ("dashboard.partition", "dashboard.timeline", "dashboard.classify", "dashboard.render")
     assert not sorted(n for n in SOURCES["dashboard.views.jobs"] if within(n, capabilities))
+
+
+def test_the_capabilities_a_sweep_runs_never_import_it():
+    """A sweep runs partition and classify cells; they, the runtime and the renderers stay below it
+    (only the command line and the pages import ``dashboard.sweep``)."""
+    below = ("dashboard.intake", "dashboard.classify", "dashboard.runtime", "dashboard.partition",
+             "dashboard.timeline", "dashboard.render")
+    offenders = {m: sorted(n for n in SOURCES[m] if within(n, ("dashboard.sweep",)))
+                 for m in SOURCES if within(m, below)}
+    assert not {m: n for m, n in offenders.items() if n}
 
 
 def test_only_views_import_streamlit():

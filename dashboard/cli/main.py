@@ -31,6 +31,7 @@ COMMANDS = {
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
     "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
+    "sweep": ("dashboard.cli.sweep", "a model zoo x SoCs x setting sets into a results folder; sweep diff, the CI gate"),
     "device": ("dashboard.cli.device", "install the worker on a device; the device doctor"),
     "hash-password": ("dashboard.cli.hash_password", "the password_hash for a team server's dashboard config"),
 }

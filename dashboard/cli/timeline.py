@@ -16,9 +16,10 @@ from dashboard.runtime.knobs import KNOB
 from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.timeline.model import (DEFAULT_TIMEOUT, FAST_BACKENDS, POLICIES, STRATEGY_TITLES, TARGET_BACKENDS,
-                                      TimelineOptions, TimelineRun, cached_vs_cold, output_text, strategy_table)
+                                      TimelineOptions, TimelineRun, cached_vs_cold, default_workload, output_text,
+                                      strategy_table)
 from dashboard.timeline.protocol import Status, StrategyEnd, StrategyStart
-from dashboard.timeline.remote import LiveRun, run_on_device
+from dashboard.timeline.remote import LiveRun, run_on_device, target_hardware
 
 
 # A timeline's backends are its fast and target roles: every other knob is the partition's.
@@ -31,9 +32,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast", choices=FAST_BACKENDS, default=None,
                         help="backend that serves first (default: gpu where it works, else cpu)")
     parser.add_argument("--target", choices=TARGET_BACKENDS, default="htp")
-    parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--rate", type=float, default=20.0, help="requests per second")
-    parser.add_argument("--strategies", default="fast,target,cached,migrate,auto")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="per strategy (default: 40 on a device; on the HTP simulator at most 2000, paced "
+                             "by --after-swap); with --after-swap, the most a strategy serves")
+    parser.add_argument("--rate", type=float, default=None, help="requests per second (default: 20; simulator 5)")
+    parser.add_argument("--after-swap", type=int, default=None, metavar="N",
+                        help="pace the workload until N requests arrived after the migration's swap; every "
+                             "strategy then serves that many (default: 5 on the HTP simulator when --requests "
+                             "is not given, else 0: exactly --requests)")
+    parser.add_argument("--strategies", default=None,
+                        help="comma-separated (default: fast,target,cached,migrate,auto; simulator fast,migrate)")
+    parser.add_argument("--snippet", action="store_true",
+                        help="print a Python script that runs this hot migration (same sessions, provider options "
+                             "and workload) outside the dashboard, and stop")
+    parser.add_argument("--estimate", action="store_true",
+                        help="print how long the run would take (an estimate from the model's size) and stop")
     parser.add_argument("--policy", choices=POLICIES, default="always",
                         help="migrate: always swap once the target is warm, or only if it measures faster "
                              "than the fast backend on the same warm-up inputs")
@@ -44,20 +57,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def options_from_args(args: argparse.Namespace) -> TimelineOptions:
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+def options_from_args(args: argparse.Namespace, hardware: str = "device") -> TimelineOptions:
+    """The flags, with the workload defaults of ``hardware`` (``timeline.model.WORKLOADS``) for
+    those not given; a workload sized by ``--requests`` is served exactly unless ``--after-swap``
+    says otherwise."""
+    default = default_workload(hardware)
+    after = args.after_swap if args.after_swap is not None else 0 if args.requests is not None else \
+        default["after_swap"]
+    strategies = default["strategies"] if args.strategies is None else \
+        [s.strip() for s in args.strategies.split(",") if s.strip()]
+    requests = args.requests if args.requests is not None else default["requests"] if after else 40
     return SETTINGS.parse(args, TimelineOptions, fast=args.fast, target=args.target, strategies=strategies,
-                          requests=args.requests, rate=args.rate, policy=args.policy, shared_memory=args.shared_memory)
+                          requests=requests, rate=default["rate"] if args.rate is None else args.rate,
+                          after_swap=after, policy=args.policy, shared_memory=args.shared_memory)
 
 
 class _Progress:
     """One stderr line whenever the worker's status changes, and one per finished strategy."""
 
-    def __init__(self, live: LiveRun) -> None:
+    def __init__(self, live: LiveRun, first: str = "") -> None:
         self.live = live
         self.shown = ""
+        self.first = first  # said once the worker answers (a run that cannot start says only its error)
 
     def __call__(self, message: ProgressEvent) -> None:
+        if self.first:
+            print(self.first, file=sys.stderr)
+            self.first = ""
         self.live.feed(message)
         if isinstance(message, StrategyEnd):
             m = message.metrics
@@ -74,9 +100,20 @@ def run(args: argparse.Namespace) -> int:
     page's Cancel does, and waits for it to end before the command exits."""
     from dashboard.runtime.jobs import Cancellation
 
-    options = options_from_args(args)
     device = Device.parse(args.device)
-    result = run_on_device(device, args.model, options, on_event=_Progress(LiveRun(options)),
+    hardware = target_hardware(device)
+    options = options_from_args(args, hardware)
+    if args.snippet:
+        from dashboard.timeline.snippet import model_timeline_snippet
+
+        print(model_timeline_snippet(args.model, options), end="")
+        return 0
+    guess = _estimate(args.model, options, hardware)
+    if args.estimate:
+        print(guess.text(), file=sys.stderr)
+        return 0
+    progress = _Progress(LiveRun(options, guess.requests), guess.text())
+    result = run_on_device(device, args.model, options, on_event=progress,
                            timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
     if args.json:
         from dashboard.cli.common import print_json
@@ -85,6 +122,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(report_lines(result)))
     return 0
+
+
+def _estimate(model: str, options: TimelineOptions, hardware: str):
+    from dashboard.intake.reader import load_model
+    from dashboard.timeline.estimate import costs_from_size, estimate
+
+    graph = load_model(model)
+    return estimate(options, costs_from_size(graph.weight_bytes, len(graph.nodes), hardware))
 
 
 def _s(value) -> str:
@@ -100,8 +145,10 @@ def report_lines(result: TimelineRun) -> list[str]:
              f" on the {hardware_label(hardware)}"]
     if hardware == "simulator":
         lines.append(f"note: {SIMULATOR_NOTE}; run on a Snapdragon device (--device) for NPU figures")
+    paced = result.workload.get("after_swap")
     lines += [f"workload: {result.workload.get('requests')} requests at {result.workload.get('rate')}/s, "
-              f"{result.workload.get('concurrency')} at a time", ""]
+              f"{result.workload.get('concurrency')} at a time"
+              + (f" (paced until {paced} arrived after the migration's swap)" if paced else ""), ""]
     header = f"{'strategy':<30} {'1st answer':>10} {'swap at':>9} {'p50 before':>10} {'p50 after':>10} " \
              f"{'p99':>9} {'req/s':>7} {'failed':>6}"
     lines.append(header)

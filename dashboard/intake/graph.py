@@ -302,6 +302,9 @@ class ModelGraph(_Indexed):
     value_info: dict[str, TensorSpec]
     topo_order: list[int]
     warnings: list[str] = field(default_factory=list)
+    # ModelProto.metadata_props (exporters record e.g. an image size, a task, a class list), each
+    # value cut to METADATA_CHARS: what shape hints read (``intake.shape_hints``), never code.
+    metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def inputs(self) -> list[TensorSpec]:

@@ -461,6 +461,8 @@ def _attribute_tensors(attribute: AttributeProto, what: str) -> Iterator[tuple[s
 
 
 # -- the data model --------------------------------------------------------------------------------------
+METADATA_ENTRIES, METADATA_CHARS = 64, 1024  # a class list of thousands of characters is not kept whole
+
 
 def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
     model = parsed.model
@@ -485,6 +487,7 @@ def _build(path: Path, size: int, parsed: _Parsed) -> ModelGraph:
         value_info={v.name: value_spec(v) for v in graph.value_info},
         topo_order=[],
         warnings=_compatibility_warnings(model, opsets, nodes),
+        metadata={p.key: p.value[:METADATA_CHARS] for p in list(model.metadata_props)[:METADATA_ENTRIES]},
     )
     built.topo_order = _topological_order(path, built)
     _check_outputs(path, built)

@@ -28,6 +28,10 @@ frames, time, num_frames, audio_length …    3000     30 s of 10 ms log-mel fra
 anything else                               1        flagged as a guess
 ==========================================  =======  ==========================================
 
+What the model says about itself then wins (``shape_hints.prefill``): an image size in its
+metadata or file name, an OCR recogniser's line (48×320), an encoder's length in a decoder (1500
+for Whisper, else 128; never one decode step).
+
 Shape inference is ONNX Runtime's own, as it resolves the graph: a CPU session on a weight-free
 copy of the model in which every tensor is a graph output (``session.get_outputs()`` then states
 each one's type and shape), which knows the ``com.microsoft`` contrib ops of GenAI models and costs
@@ -140,6 +144,13 @@ def default_dims(graph: ModelGraph) -> dict[str, DimDefault]:
             out[name] = DimDefault(name, DEFAULT_FRAMES, "30 s of 10 ms audio frames")
         else:
             out[name] = DimDefault(name, 1, "no rule for this name: 1 is a guess, set it", guessed=True)
+    # What the model says about itself wins over what its dimension names suggest: an image size
+    # in its metadata or name, an OCR line's width, an encoder's length (``shape_hints.prefill``).
+    from dashboard.intake.shape_hints import prefill
+
+    for name, (value, why) in prefill(graph).items():
+        if name in out and out[name].value != value and _kind(name) != "batch":
+            out[name] = DimDefault(name, value, why)
     return out
 
 

@@ -46,13 +46,14 @@ def profile_model(model_path: str | os.PathLike, settings: Settings | None = Non
     backends = [b for b in settings.backends if b in ("htp", "gpu")] or ["htp"]
     config = SessionConfig.of(settings, "htp", dims=dims)
     args = ProfileArgs("", config, backends, dict(settings.shapes), runs, warmup)
-    answer = run_command(device, path, None, "profile", lambda located: dataclasses.replace(args, path=located),
+    digest = None if device.is_local else file_digest(path)  # a remote worker gets the model by digest
+    answer = run_command(device, path, digest, "profile", lambda located: dataclasses.replace(args, path=located),
                          timeout=timeout or settings.timeout or DEFAULT_TIMEOUT, on_event=on_event, cancel=cancel)
     if answer.failure is not None:
         return crashed(given.name, backends, runs, warmup, str(answer.failure), settings)
     profile: Profile = answer.result
     profile.model = given.name
-    profile.digest = file_digest(path)
+    profile.digest = digest or file_digest(path)
     profile.settings = settings.to_json()
     profile.dims = dict(dims)
     return profile

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 GRAPH_ID = "main"
 LABEL_LIMIT = 40
 IO_GROUP_MIN = 5  # more graph inputs (or outputs) than this collapse into one group (KV caches)
+# A graph whose node names carry no scopes is grouped into blocks (``block_namespaces``) when it
+# has more than UNGROUPED_MAX nodes; a block closes where one tensor alone crosses the cut once it
+# has BLOCK_MIN nodes, and at BLOCK_MAX nodes in any case; more than PART_BLOCKS blocks nest in parts.
+UNGROUPED_MAX, BLOCK_MIN, BLOCK_MAX, PART_BLOCKS = 30, 6, 40, 12
+SCOPED_SHARE = 0.2  # below this share of nodes with a name scope, the names do not group the graph
 PLAN_COLORS = {**BACKEND_COLORS, "removed": CLASS_COLORS["removed"]}
 VERDICT_COLORS = {"claimed": "#2ca02c", "refused": "#d62728", "removed": CLASS_COLORS["removed"]}
 
@@ -163,6 +168,7 @@ def build_graph(graph: ModelGraph, title: str, node_attrs: dict[str, list[KeyVal
         nodes.append(GraphNode(gid, _label(spec.name), in_group, attrs=[KeyValue("graph input", spec.name)], outputsMetadata=[
             MetadataItem("0", [KeyValue("tensor_name", spec.name), KeyValue("shape", f"{spec.dtype}{spec.shape_text()}")])]))
     ordered = [graph.nodes[i] for i in graph.topo_order] if graph.topo_order else graph.nodes
+    blocks = block_namespaces(ordered)
     for node in ordered:
         for slot, tensor in enumerate(node.outputs):
             if tensor:
@@ -185,13 +191,69 @@ def build_graph(graph: ModelGraph, title: str, node_attrs: dict[str, list[KeyVal
             if shape:
                 meta.append(KeyValue("shape", shape))
             outputs.append(MetadataItem(str(slot), meta))
-        nodes.append(GraphNode(node_id(node), node.op_type, namespace_of(node.name),
+        nodes.append(GraphNode(node_id(node), node.op_type, blocks.get(node.name, namespace_of(node.name)),
                                attrs + node_attrs.get(node.name, []), edges, outputs))
     for k, spec in enumerate(graph.outputs):
         edges = [IncomingEdge(*map(str, producer[spec.name]), "0")] if spec.name in producer else []
         nodes.append(GraphNode(f"out{k}", _label(spec.name), out_group, attrs=[KeyValue("graph output", spec.name)],
                                incomingEdges=edges))
     return GraphCollection(title, [Graph(GRAPH_ID, nodes)])
+
+
+def block_namespaces(ordered: list[Node]) -> dict[str, str]:
+    """Namespaces for a graph whose names group nothing (``Conv_12``, ``node_Add_3``: AI Hub and
+    Paddle exports), which Model Explorer would draw as one hairline of hundreds of nodes: node
+    name -> ``block NN: ops`` (within ``part NN`` when there are many blocks). Blocks are runs of
+    the topological order cut where a single tensor crosses (a residual block's end, a stage's
+    output), so a block is a connected piece a reader recognises, named by its commonest ops.
+    Empty when the names already carry scopes or the graph is small."""
+    if len(ordered) <= UNGROUPED_MAX or sum(1 for n in ordered if namespace_of(n.name)) >= SCOPED_SHARE * len(ordered):
+        return {}
+    constants = [n for n in ordered if n.op_type == "Constant"]  # they go with their first reader
+    computing = [n for n in ordered if n.op_type != "Constant"]
+    crossing = _crossing_counts(computing)
+    blocks: list[list[Node]] = [[]]
+    for position, node in enumerate(computing):
+        blocks[-1].append(node)
+        size = len(blocks[-1])
+        if position + 1 < len(computing) and (size >= BLOCK_MAX or (size >= BLOCK_MIN and crossing[position] <= 1)):
+            blocks.append([])
+    block_of = {t: k for k, block in enumerate(blocks) for n in block for t in n.inputs if t}
+    for node in constants:
+        blocks[min((block_of[t] for t in node.outputs if t in block_of), default=0)].append(node)
+    out: dict[str, str] = {}
+    for k, block in enumerate(blocks):
+        ops = sorted({n.op_type for n in block if n.op_type != "Constant"} or {"Constant"},
+                     key=lambda op: (-sum(n.op_type == op for n in block), op))[:3]
+        name = f"block {k + 1:02d}: {', '.join(ops)}"
+        if len(blocks) > PART_BLOCKS:
+            name = f"part {k // PART_BLOCKS + 1:02d}/{name}"
+        out.update((n.name, name) for n in block)
+    return out
+
+
+def _crossing_counts(ordered: list[Node]) -> list[int]:
+    """For each position of the order, how many tensors produced at or before it are read after
+    it (graph inputs count from the start): where this is 1, one tensor joins the two sides."""
+    produced = {t: i for i, n in enumerate(ordered) for t in n.outputs if t}
+    last_read: dict[str, int] = {}
+    for i, node in enumerate(ordered):
+        for tensor in node.inputs:
+            if tensor:
+                last_read[tensor] = i
+    delta = [0] * (len(ordered) + 1)
+    for tensor, last in last_read.items():
+        start = produced.get(tensor)
+        if start is None:  # a graph input or an initializer: only an input is an edge, but both are harmless
+            continue
+        if last > start:
+            delta[start] += 1
+            delta[last] -= 1
+    counts, running = [], 0
+    for i in range(len(ordered)):
+        running += delta[i]
+        counts.append(running)
+    return counts
 
 
 # -- the partition overlays ------------------------------------------------------------------------------

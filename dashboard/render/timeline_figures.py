@@ -81,7 +81,7 @@ def latency_scatter(strategy: StrategyRun, labels: dict[str, str], end: float | 
     answered = [r for r in strategy.requests if r.ok and r.end is not None]
     for backend in sorted({r.backend for r in answered}):
         mine = sorted((r for r in answered if r.backend == backend), key=lambda r: r.end)
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(go.Scatter(  # SVG: every WebGL chart holds one of the browser's few contexts
             name=labels.get(backend, backend), mode="markers",
             marker=dict(color=BACKEND_COLORS.get(backend), size=6),
             x=[r.end for r in mine], y=[r.latency * 1000 for r in mine],

@@ -55,6 +55,29 @@ DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
 # A run's worker is stopped after this long unless told otherwise (``TimelineOptions.timeout``).
 DEFAULT_TIMEOUT = TIMEOUTS["timeline"]
+# Output agreement per output (``timeline.runner.output_agreement``): the page, the CLI and the
+# runner read these, so what the page says the rule is cannot drift from the rule applied.
+COSINE_AGREE = 0.999  # a float output whose direction is this close agrees even where some elements drift
+TOP_K = 5
+CLASS_AXIS = 10  # a last axis at least this long is read as class scores (logits): top-1 and top-k shown
+
+# The workload a run starts with, by the hardware the target is measured on. Why two: on a device
+# the HTP compiles in seconds and serves in milliseconds, so 40 requests at 20/s of every strategy
+# take a minute; on the x86_64 HTP simulator one request of a real model takes 10 to 50 s, so the
+# same workload takes half an hour and still ends before the swap (a compile of tens of seconds
+# against a 2 s workload): nothing is served after it. There the default is the two strategies
+# migration is about, paced at a low rate until a few requests have been served after the swap
+# (``after_swap``), the other strategies serving the same number of requests.
+WORKLOADS = {
+    "simulator": {"strategies": ["fast", "migrate"], "requests": 2000, "rate": 5.0, "after_swap": 5},
+    "device": {"strategies": list(STRATEGIES), "requests": 40, "rate": 20.0, "after_swap": 0},
+}
+
+
+def default_workload(hardware: str | None) -> dict:
+    """The defaults for a target measured on ``hardware`` (``"simulator"``, else a device's)."""
+    chosen = WORKLOADS["simulator" if hardware == "simulator" else "device"]
+    return {k: list(v) if isinstance(v, list) else v for k, v in chosen.items()}
 
 
 @dataclass
@@ -68,8 +91,11 @@ class TimelineOptions(Settings):
     fast: str | None = None  # None: the device's QNN GPU where it initializes, else the CPU EP
     target: str = "htp"
     strategies: list[str] = field(default_factory=lambda: list(STRATEGIES))
-    requests: int = 40
+    requests: int = 40  # with ``after_swap``: the most a run may serve per strategy
     rate: float = 20.0  # requests per second, open loop: arrivals do not wait for answers
+    # > 0: the workload is paced at ``rate`` until this many requests arrived after the migration's
+    # swap (or its failure), at most ``requests``; every other strategy then serves that many.
+    after_swap: int = 0
     concurrency: int = 2  # requests served at once (so a swap has in-flight requests to drain)
     policy: str = "always"  # "if_faster": see dashboard.timeline.migration (one meaning for the API and the runner)
     warmup_runs: int = 3
@@ -94,6 +120,8 @@ class TimelineOptions(Settings):
             raise UserError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if not isinstance(self.requests, int) or not 1 <= self.requests <= 100_000:
             raise UserError(f"requests per strategy must be between 1 and 100000, got {self.requests!r}")
+        if not isinstance(self.after_swap, int) or not 0 <= self.after_swap <= 10_000:
+            raise UserError(f"requests after the swap must be between 0 and 10000, got {self.after_swap!r}")
         if not (isinstance(self.rate, (int, float)) and 0 < self.rate <= 10_000):
             raise UserError(f"the rate must be a positive number of requests per second (at most 10000), "
                             f"got {self.rate!r}")
@@ -163,6 +191,12 @@ class StrategyRun(Record):
     @property
     def metrics(self) -> dict:
         return compute_metrics(self.events, self.requests, self.expected_requests)
+
+    @property
+    def swapped_after_last(self) -> bool:
+        """The migration swapped only after every request had started: nothing served after it."""
+        m = self.metrics
+        return m["swap_at_s"] is not None and m["p50_after_s"] is None
 
 
 @dataclass
@@ -368,15 +402,18 @@ def cached_vs_cold(run: TimelineRun) -> str | None:
     warm_s = sum(b["warmup_s"].values())
     gain = a["first_response_s"] - b["first_response_s"]
     rest = b["first_response_s"] - load_s - warm_s
+    saved = compile_s - load_s
+    saving = f"saved {_seconds(saved)}" if saved >= 0 else f"{_seconds(-saved)} longer than the compile"
     return (f"The EPContext model loaded in {_seconds(load_s)} against a {_seconds(compile_s)} compile "
-            f"(saved {_seconds(compile_s - load_s)}); the first answer still waited for the warm-up, "
+            f"({saving}); the first answer still waited for the warm-up, "
             f"{_seconds(warm_s)}, and {_seconds(max(rest, 0.0))} of queueing and the first run, which a "
-            f"context cannot remove, so it came {_seconds(gain)} {'sooner' if gain >= 0 else 'later'} "
+            f"context cannot remove, so it came {_seconds(abs(gain))} {'sooner' if gain >= 0 else 'later'} "
             "than after a cold compile. The saving grows with the graph: a large model compiles for "
             "seconds to minutes, its context loads in a fraction of that.")
 
 
 def _seconds(value: float) -> str:
+    """A duration in words; callers pass magnitudes and say the direction themselves ("later")."""
     return f"{value * 1000:.0f} ms" if abs(value) < 1 else f"{value:.2f} s"
 
 
@@ -420,7 +457,7 @@ def output_text(row: dict) -> str:
     if row.get("why"):
         parts.append(row["why"])
     for key, label in (("max_abs_diff", "max |diff|"), ("rel_error", "relative error"), ("cosine", "cosine"),
-                       ("top1", "top-1 match"), ("topk", "top-5 overlap")):
+                       ("top1", "top-1 match"), ("topk", f"top-{TOP_K} overlap")):
         if row.get(key) is not None:
             parts.append(f"{label} {row[key]:.4g}")
     return ", ".join(parts)

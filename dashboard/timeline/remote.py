@@ -16,7 +16,8 @@ from dashboard.intake.reader import load_model
 from dashboard.runtime.jobs import Cancellation, run_command
 from dashboard.runtime.protocol import ProgressEvent, Upload
 from dashboard.timeline.model import DEFAULT_TIMEOUT, STRATEGY_TITLES, StrategyRun, TimelineOptions, TimelineRun
-from dashboard.timeline.protocol import Setup, Status, StrategyStart, TimelineArgs, TimelineEvent, TimelineRequest
+from dashboard.timeline.protocol import (Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
+                                         TimelineRequest)
 
 
 def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event=None,
@@ -41,17 +42,35 @@ def run_on_device(device, model_path: str, options: TimelineOptions, *, on_event
     return dataclasses.replace(result, device=info, model=model_path)
 
 
+def target_hardware(device) -> str:
+    """What the HTP of ``device`` is, before any run, for the defaults and the estimate: this
+    machine's own interpreter on x86_64 is the HTP simulator (``runtime.doctor.platform_mode``, the
+    worker's own rule); any other device is taken for a Snapdragon ("device"). The run itself
+    reports what it measured on (``runtime.hardware``)."""
+    if device.is_local and device.python is None:
+        from dashboard.runtime.doctor import platform_mode, this_host
+
+        return "simulator" if platform_mode(this_host()) == "simulator" else "device"
+    return "device"
+
+
 class LiveRun:
     """A run as it streams in from the worker: what the page's live chart and the CLI's progress
     show. ``feed`` takes each progress event of the run (``dashboard.timeline.protocol``)."""
 
-    def __init__(self, options: TimelineOptions) -> None:
+    def __init__(self, options: TimelineOptions, per_strategy: int | None = None) -> None:
+        """``per_strategy``: the requests each strategy is expected to serve, for a workload paced
+        until after the swap (``options.after_swap``), whose count the migration decides; the
+        estimate (``timeline.estimate``) until the migration, which runs first, has ended."""
         self.strategies: dict[str, StrategyRun] = {}
         self.fast: dict = {}
         self.target: dict = {}
         self.current: str | None = None
         self.status = "starting the worker"
-        self.total = options.requests * len(options.strategies)
+        self._count = len(options.strategies)
+        paced = options.after_swap > 0 and "migrate" in options.strategies
+        self.per_strategy = (per_strategy or options.requests) if paced else options.requests
+        self.total = self.per_strategy * self._count
         self.answered = 0
 
     def feed(self, message: ProgressEvent) -> None:
@@ -70,6 +89,10 @@ class LiveRun:
             self.strategies[message.strategy].events.append(event)
             title = STRATEGY_TITLES.get(message.strategy, message.strategy)
             self.status = f"{title}: {event.kind.replace('_', ' ')} ({event.backend})"
+        elif isinstance(message, StrategyEnd):  # the paced migration's count is every strategy's
+            self.per_strategy = int(message.metrics.get("expected") or self.per_strategy)
+            done = sum(len(s.requests) for s in self.strategies.values())
+            self.total = max(done, done + self.per_strategy * (self._count - len(self.strategies)))
         elif isinstance(message, TimelineRequest) and message.strategy in self.strategies:
             self.strategies[message.strategy].requests.append(message.request)
             self.answered += 1

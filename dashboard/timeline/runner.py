@@ -46,7 +46,8 @@ from dashboard.runtime.qnn import (EXTERNAL_DATA_FOLDER, SessionHandle, create_s
                                    random_inputs, register, shared_memory_info, shared_memory_status, soc_info,
                                    versions)
 from dashboard.timeline.migration import EventLog, Migration, SessionFailed, Slot, median_latency, open_slot, warm
-from dashboard.timeline.model import Request, StrategyRun, TimelineOptions, TimelineRun
+from dashboard.timeline.model import (CLASS_AXIS, COSINE_AGREE, TOP_K, Request, StrategyRun, TimelineOptions,
+                                      TimelineRun)
 from dashboard.timeline.protocol import (Setup, Status, StrategyEnd, StrategyStart, TimelineArgs, TimelineEvent,
                                          TimelineRequest)
 
@@ -102,12 +103,22 @@ class Server:
     ``SessionSwitch``, so each request runs on exactly one session and a swap is atomic for
     dispatch. Requests arriving before any session exists wait; if no session will ever come
     (``switch.close``) they fail with the reason.
+
+    ``count`` requests are dispatched; ``paced`` (a migration with ``options.after_swap``) instead
+    dispatches until ``after_swap`` requests arrived once the migration swapped or failed, at most
+    ``options.requests``: a workload sized by the swap, so serving after it is always seen.
+    ``dispatched`` is how many were.
     """
 
-    def __init__(self, rec: Recorder, options: TimelineOptions, inputs: list[dict[str, np.ndarray]]) -> None:
+    def __init__(self, rec: Recorder, options: TimelineOptions, inputs: list[dict[str, np.ndarray]], *,
+                 count: int | None = None, paced: bool = False) -> None:
         self.rec = rec
         self.options = options
         self.inputs = inputs
+        self.count = options.requests if count is None else count
+        self.paced = paced and options.after_swap > 0
+        self.dispatched = 0
+        self.capped = False  # a paced workload reached ``options.requests`` before the migration settled
         self.migration = Migration(rec, policy=options.policy, feeds=inputs, warmup_runs=options.warmup_runs)
         self.switch = self.migration.switch
         self.outputs: dict[tuple[str, int], list[np.ndarray]] = {}
@@ -132,12 +143,21 @@ class Server:
 
     def _dispatch(self) -> None:
         rate = self.options.rate
-        for i in range(self.options.requests):
+        limit = self.options.requests if self.paced else self.count
+        settled_at: int | None = None  # the first request dispatched once the migration swapped or failed
+        for i in range(limit):
             arrival = i / rate
             delay = arrival - self.rec.now()
             if delay > 0:
                 time.sleep(delay)
+            if self.paced:
+                if settled_at is None and (self.migration.migrated.is_set() or self.migration.done.is_set()):
+                    settled_at = i
+                if settled_at is not None and i - settled_at >= self.options.after_swap:
+                    break
             self._queue.put((i, arrival))
+            self.dispatched = i + 1
+        self.capped = self.paced and settled_at is None
         for _ in range(self.options.concurrency):
             self._queue.put(None)
 
@@ -183,26 +203,39 @@ class Runner:
         self.reference: list[list[np.ndarray]] = []
         self.shared: dict = {"requested": options.shared_memory}
         self._profiles = 0
+        self.count = options.requests  # requests per strategy: a paced migration's count, once it ran
+        self.context_bytes: int | None = None  # the EPContext model's files, once the cached strategy built it
 
     # -- the run -------------------------------------------------------------------------------
+    def order(self) -> list[str]:
+        """The strategies in the order they run: a paced workload's migration first, since its swap
+        sizes the workload every other strategy then serves."""
+        names = list(self.options.strategies)
+        if self.options.after_swap and "migrate" in names:
+            names.remove("migrate")
+            names.insert(0, "migrate")
+        return names
+
     def run(self) -> TimelineRun:
         prime = self._prime()
         strategies = {}
-        for name in self.options.strategies:
+        for name in self.order():
             run = strategies[name] = getattr(self, f"_strategy_{name}")()
             run.events.sort(key=lambda e: e.t)
             run.requests.sort(key=lambda r: r.id)
             with self.lock:
                 self._emit(StrategyEnd(name, run.metrics))
+        strategies = {name: strategies[name] for name in self.options.strategies}
         if self.shared.get("available"):
             self.shared.update(self._copy_vs_zero_copy())
         return TimelineRun(
             device={}, model=self.model, options=self.options.to_json(),
-            workload={"requests": self.options.requests, "rate": self.options.rate,
+            workload={"requests": self.count, "rate": self.options.rate, "after_swap": self.options.after_swap,
                       "concurrency": self.options.concurrency, "input_sets": len(self.inputs),
                       "inputs": self.options.inputs or "generated from the model's input specs", "dims": self.dims},
             strategies=strategies, fast=self.fast,
-            target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target]},
+            target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target],
+                    **({"context_bytes": self.context_bytes} if self.context_bytes is not None else {})},
             shared_memory=self.shared, prime=prime,
             runtime={**versions(), "soc": soc_info(), "hardware": hardware(self.options.target)})
 
@@ -290,6 +323,9 @@ class Runner:
             rec = self._recorder("cached", {"target": target})
             rec.event("session_failed", target, f"cannot build the EPContext model: {exc}")
             return self._serve_nothing(rec, str(exc))
+        # The compiled context's size on disk (the model and its QNN binary): what a SoC's compile
+        # produced, which Compare shows next to the option sets.
+        self.context_bytes = sum(f.stat().st_size for f in context.parent.iterdir() if f.is_file())
         note = (f"EPContext model reused from the cache: {context}" if reused else
                 f"EPContext model built once in {built_s:.3f} s before this run (not on its clock): {context}")
         rec = self._recorder("cached", {"target": target})
@@ -311,7 +347,7 @@ class Runner:
     def _strategy_migrate(self) -> StrategyRun:
         fast_backend, target = self.fast["backend"], self.options.target
         rec = self._recorder("migrate", {"fast": fast_backend, "target": target})
-        server = Server(rec, self.options, self.inputs).start()
+        server = Server(rec, self.options, self.inputs, count=self.count, paced=True).start()
         migration = server.migration
         try:
             migration.serve(self._open(rec, fast_backend, self.session_model, "fast"))
@@ -321,6 +357,11 @@ class Runner:
         background.start()
         server.join()
         background.join()
+        if server.paced:
+            self.count = rec.run.expected_requests = server.dispatched
+            if server.capped:
+                rec.run.notes.append(f"The migration had not swapped after {server.dispatched} requests (the most "
+                                     "this run may serve): raise the requests to see serving after the swap.")
         if server.current is not None:
             migration.release(server.current)
         self._check_outputs(rec.run, server, swap=(fast_backend, target))
@@ -338,7 +379,7 @@ class Runner:
 
     # -- building blocks -----------------------------------------------------------------------------
     def _recorder(self, name: str, backends: dict[str, str]) -> Recorder:
-        rec = Recorder(name, self._emit, self.lock, self.options.requests)
+        rec = Recorder(name, self._emit, self.lock, self.count)
         rec.run.backends = dict(backends)
         with self.lock:
             self._emit(StrategyStart(name, backends))
@@ -347,7 +388,7 @@ class Runner:
     def _single(self, rec: Recorder, backend: str, model: str, *, warm_up: bool,
                 expect_context: bool = False) -> StrategyRun:
         """Serve the whole workload on one session (created, optionally warmed, then serving)."""
-        server = Server(rec, self.options, self.inputs).start()
+        server = Server(rec, self.options, self.inputs, count=self.count).start()
         slot = None
         try:
             slot = self._open(rec, backend, model, rec.strategy, expect_context=expect_context)
@@ -363,7 +404,7 @@ class Runner:
         return rec.run
 
     def _serve_nothing(self, rec: Recorder, reason: str) -> StrategyRun:
-        server = Server(rec, self.options, self.inputs).start()
+        server = Server(rec, self.options, self.inputs, count=self.count).start()
         server.switch.close(reason)
         server.join()
         return rec.run
@@ -482,11 +523,6 @@ def _compare(pairs: list[tuple[list[np.ndarray], list[np.ndarray]]], atol: float
     worst = max((o["max_abs_diff"] for o in outputs if o["max_abs_diff"] is not None), default=0.0)
     agree = all(o["agree"] for o in outputs) if pairs else None
     return {"compared": len(pairs), "max_abs_diff": round(worst, 9), "agree": agree, "outputs": outputs}
-
-
-COSINE_AGREE = 0.999  # a float output whose direction is this close agrees even where some elements drift
-TOP_K = 5
-CLASS_AXIS = 10  # a last axis at least this long is read as class scores (logits): top-1 and top-k shown
 
 
 def output_agreement(pairs, atol: float, rtol: float, names: list[str] | None = None) -> list[dict]:

@@ -27,20 +27,22 @@ from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
 from dashboard.intake.shapes import is_float_model
 from dashboard.partition.analysis import analyze
-from dashboard.partition.report import CLASS_LABELS, CLASSES, REMOVED, PartitionReport
+from dashboard.partition.report import CLASS_LABELS, CLASSES, FAILED, REMOVED, PartitionReport, claims
+from dashboard.render.report import binary_size
 from dashboard.render.timeline_figures import strategy_bars
 from dashboard.runtime.knobs import Settings
-from dashboard.runtime.socs import hardware_label
+from dashboard.runtime.socs import hardware_label, resolve_soc
 from dashboard.timeline.model import TimelineRun, strategy_table
-from dashboard.views import jobs, partitions, state, timeline
+from dashboard.views import jobs, partitions, shape_hints, state, timeline
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import md, short
-from dashboard.views.settings import SettingsForm
+from dashboard.views.settings import SettingsForm, page_words
 
 _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
 SIDES = ("A", "B")
 SELECTED, PATH = "selected", "path"
+SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest is the model's defaults)
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,18 @@ def render() -> None:
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         return
+    for side in sides:  # the sides take the default dimensions: say where those are degenerate
+        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name)
     keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
     reports = [partitions.stored_report(k) for k in keys]
     if any(r is None for r in reports):
-        reports = _run(sides, keys, device, submitted)
+        reports = _run(sides, keys, reports, device, submitted)
         if reports is None:
             return
     _verdicts(sides)
     _classes(sides, reports)
+    _failures(sides, reports)
+    _what_differs(sides, reports)
     _off_npu(sides, reports)
     _timelines(sides)
 
@@ -121,14 +127,18 @@ def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Si
 
 
 # -- running -------------------------------------------------------------------------------------------
-def _run(sides: list[Side], keys: list[str], device, submitted: bool) -> list[PartitionReport] | None:
-    """Both reports, from the Compare job: started by the Compare button, shown while it runs."""
+def _run(sides: list[Side], keys: list[str], stored: list[PartitionReport | None], device,
+         submitted: bool) -> list[PartitionReport] | None:
+    """Both reports: a side already analysed with its options (here or on the Partitions page) is
+    reused, the others come from the Compare job, started by the Compare button and shown while
+    it runs."""
     key = "|".join(keys)
     job = jobs.current(_JOB)
+    missing = [i for i, report in enumerate(stored) if report is None]
     if submitted and (job is None or job.key != key or job.done):
-        job = jobs.start(_JOB, key, f"Comparing on {device.label}", lambda on_event, cancel: [
-            analyze(side.path, side.options, on_event=lambda e, s=side: on_event(_tagged(e, s)), digest=side.digest,
-                    device=device, cancel=cancel) for side in sides])
+        job = jobs.start(_JOB, key, f"Comparing on {device.label}", lambda on_event, cancel: {
+            i: analyze(sides[i].path, sides[i].options, on_event=lambda e, s=sides[i]: on_event(_tagged(e, s)),
+                       digest=sides[i].digest, device=device, cancel=cancel) for i in missing})
         job.wait(jobs.QUICK_S)
     if job is None or job.key != key:
         st.info("Pick a model and options for each side, then **Compare**. One model under two option sets shows "
@@ -136,15 +146,20 @@ def _run(sides: list[Side], keys: list[str], device, submitted: bool) -> list[Pa
         return None
     if jobs.finished(_JOB, job) is None:
         return None
-    for k, report in zip(keys, job.result):
-        partitions.remember(k, report)
-    return list(job.result)
+    for i, report in job.result.items():
+        partitions.remember(keys[i], report)
+    return [job.result.get(i) or stored[i] or partitions.stored_report(keys[i]) for i in range(len(sides))]
 
 
 def _tagged(event, side: Side):
     """A progress event with the side it belongs to in its step (A or B)."""
     stage = getattr(event, "stage", None)
     return dataclasses.replace(event, stage=f"{side.name.split(':')[0]}: {stage}") if stage else event
+
+
+def _options_text(options: Settings) -> str:
+    soc = resolve_soc(options.soc).key if options.soc else "no SoC"
+    return f"fp16 {'on' if options.fp16 else 'off'}, {soc}, optimization {options.optimization_level or 'default'}"
 
 
 # -- results ---------------------------------------------------------------------------------------------
@@ -182,11 +197,70 @@ def _status_line(report: PartitionReport) -> str:
     return md(" · ".join(parts))
 
 
-def _refused(report: PartitionReport) -> dict[str, str]:
+def _refused(report: PartitionReport) -> dict[str, str] | None:
+    """The nodes the HTP refused, by name with its reason; None when the HTP has no per-node
+    verdicts (it failed, or was not analysed): then nothing can be said about its nodes."""
+    htp = report.backends.get("htp")
+    if htp is None or htp.status == FAILED:
+        return None
+    return {n: v.reason or "" for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED}
+
+
+def _failures(sides: list[Side], reports: list[PartitionReport]) -> None:
+    """A side whose backend failed says why, with the next step when there is one, and the
+    runtime's own message one click away."""
+    for side, report in zip(sides, reports):
+        for name, backend in report.backends.items():
+            if backend.status != FAILED:
+                continue
+            reason = page_words(backend.suggestion or backend.error) or "the runtime gave no reason"
+            st.error(f"**{md(side.name, 80)}: {name.upper()} failed.** {md(reason, 600)}", icon=":material/error:")
+            if backend.suggestion and backend.error:
+                with st.expander(f"{side.name.split(':')[0]}: the runtime's own message"):
+                    st.code(page_words(backend.error), language=None, wrap_lines=True)
+
+
+def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
+    """Per side, what tells two option sets apart: the SoC with its HTP architecture and
+    ``soc_model``, precision, optimization level, and what the HTP measured (its session creation,
+    which is QNN's compile for that SoC, and its QNN subgraphs). Shown when the options differ."""
+    if sides[0].options.result_json() == sides[1].options.result_json():
+        return
+    st.subheader("What tells the sides apart", anchor=False)
+    rows = [side_facts(side.options, report, runs_of(timeline.session_runs(side.path)(), side.options))
+            for side, report in zip(sides, reports)]
+    frame = pd.DataFrame(rows, index=[short(s.name, 60) for s in sides]).T
+    st.dataframe(frame.astype(str), width="stretch")
+    st.caption("HTP session creation is QNN's compile for that SoC, measured by this analysis (on the HTP "
+               "simulator on x86_64: the simulator's compile, not a device's). The compiled context's size is "
+               "measured by a timeline run with the cached EPContext strategy and these options.")
+
+
+def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRun] = ()) -> dict[str, str]:
+    """One column of "what tells the sides apart" (``socs.resolve_soc`` for the part's figures);
+    ``runs``: the side's timeline runs, whose cached strategy measured the compiled context."""
+    facts = {"SoC": "not set (the EP's default)", "HTP architecture": "—", "soc_model": "—"}
+    if options.soc:
+        soc = resolve_soc(options.soc)
+        facts = {"SoC": soc.name, "HTP architecture": f"v{soc.htp_arch}",
+                 "soc_model": "not published" if soc.soc_model is None else str(soc.soc_model)}
+    facts["HTP fp16 precision"] = "on" if options.fp16 else "off"
+    facts["optimization level"] = str(options.optimization_level or "default")
     htp = report.backends.get("htp")
     if htp is None:
-        return {}
-    return {n: v.reason or "" for n, v in htp.nodes.items() if not v.supported and v.status != REMOVED}
+        facts["HTP"] = "not analysed"
+    elif htp.status == FAILED:
+        facts["HTP"] = "failed"
+    else:
+        where = hardware_label(htp.runtime.get("hardware"))
+        facts["HTP"] = f"{htp.status} on the {where}"
+        counts = claims(report, "htp")
+        facts["HTP claims"] = f"{counts.claimed} of {counts.executed} executed nodes"
+        facts["QNN subgraphs"] = str(htp.qnn_subgraphs)
+        facts["HTP session creation (compile)"] = "—" if htp.seconds is None else f"{htp.seconds:.2f} s"
+    sizes = [r.target["context_bytes"] for r in runs if r.target.get("context_bytes") is not None]
+    facts["EPContext size"] = binary_size(sizes[-1]) if sizes else "not measured (run the cached strategy)"
+    return facts
 
 
 def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
@@ -194,10 +268,17 @@ def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
     refused = [_refused(r) for r in reports]
     for side, nodes, column in zip(sides, refused, st.columns(2, gap="large")):
         with column:
+            if nodes is None:
+                st.markdown(f"**{md(side.name, 80)}**: the HTP failed, so it has no per-node verdicts (see why above)")
+                continue
             st.markdown(f"**{md(side.name, 80)}**: {len(nodes)} node(s)")
             if nodes:
                 st.dataframe(pd.DataFrame([{"node": short(n, 60), "HTP reason": r} for n, r in nodes.items()]),
                              hide_index=True, width="stretch", height=min(38 + 35 * len(nodes), 320))
+    if any(nodes is None for nodes in refused):
+        if sides[0].digest == sides[1].digest:
+            st.caption("Which nodes only one side leaves off the NPU needs the HTP's verdicts on both sides.")
+        return
     if sides[0].digest == sides[1].digest:
         only = [(n, side.name.split(":")[0]) for side, mine, other in ((sides[0], refused[0], refused[1]),
                                                                        (sides[1], refused[1], refused[0]))
@@ -208,15 +289,23 @@ def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
                          hide_index=True, width="stretch")
 
 
+def runs_of(runs: list[TimelineRun], options: Settings) -> list[TimelineRun]:
+    """The runs made with the options that decide what QNN claims (``SIDE_KNOBS``) of a side: in
+    setting-set mode each side shows its own run, not the model's last."""
+    wanted = options.to_json()
+    return [r for r in runs if all(r.options.get(k) == wanted.get(k) for k in SIDE_KNOBS)]
+
+
 def _timelines(sides: list[Side]) -> None:
     st.subheader("Timelines", anchor=False)
     chosen: list[TimelineRun] = []
     for side, column in zip(sides, st.columns(2, gap="large")):
         with column:
-            runs = timeline.session_runs(side.path)()
+            runs = runs_of(timeline.session_runs(side.path)(), side.options)
             if not runs:
-                st.info(f"No timeline run of {md(side.name.split(': ', 1)[1], 60)} in this session: run one on the "
-                        "Timeline page.", icon=":material/timeline:")
+                st.info(f"No timeline run of {md(side.name.split(': ', 1)[1], 60)} with these options "
+                        f"({md(_options_text(side.options))}) in this session: run one on the Timeline page.",
+                        icon=":material/timeline:")
                 continue
             labels = [r.label for r in runs]
             picked = st.selectbox("Run", labels, index=len(labels) - 1, key=f"cmp_run_{side.name[0]}")

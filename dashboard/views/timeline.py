@@ -30,11 +30,12 @@ from dashboard.intake.shapes import is_float_model
 from dashboard.render.timeline_figures import backend_labels, gantt, latency_scatter, run_labels, strategy_bars
 from dashboard.runtime.jobs import Job
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
-from dashboard.timeline.model import (DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
-                                      StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold, events_csv,
-                                      metrics_csv, requests_csv, strategy_table)
-from dashboard.timeline.remote import LiveRun, run_on_device
-from dashboard.views import jobs, state
+from dashboard.timeline.estimate import Estimate, costs_from_run, costs_from_size, estimate, with_measured_compile
+from dashboard.timeline.model import (COSINE_AGREE, DEFAULT_ATOL, DEFAULT_RTOL, POLICIES, STRATEGIES, STRATEGY_TITLES,
+                                      TOP_K, StrategyRun, TimelineOptions, TimelineRun, cached_vs_cold,
+                                      default_workload, events_csv, metrics_csv, requests_csv, strategy_table)
+from dashboard.timeline.remote import LiveRun, run_on_device, target_hardware
+from dashboard.views import jobs, partitions, shape_hints, state
 from dashboard.views.devices import select_device
 from dashboard.views.settings import SettingsForm
 from dashboard.views.safe import download_name, md, short
@@ -65,31 +66,59 @@ def render() -> None:
                "background, swap when warm — compared with fast only, HTP only, a cached EPContext model and "
                "the auto choice, on the same open-loop workload")
     device = select_device("Device", key="tl_device")
+    hardware = target_hardware(device)
     try:
-        options = _knobs(graph, selected.digest)
+        options = _knobs(graph, selected.digest, hardware)
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         options = None
+    shape_hints.show(graph, options)
+    guess = _estimate(graph, selected.digest, options, hardware) if options is not None else None
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
-        _start(device, selected, options)
+        _start(device, selected, options, per_strategy=guess.requests)
+    if options is not None:
+        _snippet(selected.path, options)
     _progress(selected)
     _results(selected)
 
 
+def _snippet(model_path: str, options: TimelineOptions) -> None:
+    """This run's hot migration as a script to paste (``timeline.snippet``): same sessions, options
+    and workload."""
+    from dashboard.timeline.snippet import model_timeline_snippet
+
+    with st.expander("Reproduce outside the dashboard (Python)", icon=":material/code:"):
+        try:
+            st.code(model_timeline_snippet(model_path, options), language="python")
+        except UserError as exc:
+            st.error(md(exc), icon=":material/error:")
+
+
 # -- knobs -------------------------------------------------------------------------------------------
-def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
+def _knobs(graph: ModelGraph, digest: str, hardware: str) -> TimelineOptions:
+    """The workload's widgets start at the defaults of the hardware (``timeline.model.WORKLOADS``):
+    a small workload paced until after the swap on the simulator, 40 requests of every strategy on
+    a device. Keyed by model and hardware, so picking a device of the other kind starts over."""
+    default = default_workload(hardware)
+    key = f"{digest}_{hardware}"
     # The strategies get a row of their own: in a narrow column the box folds chips into "+2".
-    strategies = st.multiselect("Strategies", STRATEGIES, default=list(STRATEGIES), key=f"tl_strategies_{digest}",
+    strategies = st.multiselect("Strategies", STRATEGIES, default=default["strategies"], key=f"tl_strategies_{key}",
                                 format_func=lambda s: STRATEGY_TITLES[s])
-    top = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
-    requests = top[0].number_input("Requests", min_value=1, max_value=100_000, value=40, step=10,
-                                   key=f"tl_requests_{digest}")
-    rate = top[1].number_input("Rate (req/s)", min_value=0.1, max_value=10_000.0, value=20.0, step=5.0,
-                               key=f"tl_rate_{digest}", help="Open loop: request i arrives at i / rate")
-    concurrency = top[2].number_input("In flight", min_value=1, max_value=64, value=2, key=f"tl_conc_{digest}",
+    top = st.columns([1, 1, 1, 1, 2], vertical_alignment="bottom")
+    after = top[0].number_input("Requests after the swap", min_value=0, max_value=10_000, value=default["after_swap"],
+                                key=f"tl_after_{key}",
+                                help="0: serve exactly 'Requests'. More: pace the workload at the rate until this "
+                                     "many requests arrived after the migration's swap (at most 'Requests'); every "
+                                     "strategy then serves that many, so the run always shows serving after the swap")
+    requests = top[1].number_input("Requests", min_value=1, max_value=100_000, value=default["requests"], step=10,
+                                   key=f"tl_requests_{key}",
+                                   help="Per strategy; with requests after the swap, the most a strategy serves")
+    rate = top[2].number_input("Rate (req/s)", min_value=0.1, max_value=10_000.0, value=default["rate"], step=5.0,
+                               key=f"tl_rate_{key}", help="Open loop: request i arrives at i / rate")
+    concurrency = top[3].number_input("In flight", min_value=1, max_value=64, value=2, key=f"tl_conc_{digest}",
                                       help="Requests served at once (what a swap has to drain)")
-    fast = top[3].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
+    fast = top[4].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
                             key=f"tl_fast_{digest}")
     form = SettingsForm("tl", digest, graph, analysis="timeline", defaults={"fp16": is_float_model(graph)})
     with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
@@ -110,8 +139,43 @@ def _knobs(graph: ModelGraph, digest: str) -> TimelineOptions:
         with right:
             form.draw("provider_options", "dims", "shapes")
     return form.settings(TimelineOptions, fast=None if fast == "auto" else fast, strategies=list(strategies),
-                         requests=int(requests), rate=float(rate), concurrency=int(concurrency), policy=policy,
+                         requests=int(requests), rate=float(rate), after_swap=int(after),
+                         concurrency=int(concurrency), policy=policy,
                          warmup_runs=int(warmup), shared_memory=shared, atol=float(atol), rtol=float(rtol))
+
+
+def _estimate(graph: ModelGraph, digest: str, options: TimelineOptions, hardware: str) -> Estimate:
+    """Before Run: how long it will take, from this model's last run on the same kind of hardware
+    when there is one, else from the model's size; always labelled an estimate."""
+    costs = None
+    for entry in reversed([r for r in st.session_state.get(_RUNS, []) if r.get("digest") == digest]):
+        run = dataclasses.replace(TimelineRun.from_json(entry["data"]), label=entry["label"])
+        if (run.runtime.get("hardware") == "simulator") == (hardware == "simulator"):
+            costs = costs_from_run(run)
+            if costs is not None:
+                break
+    if costs is None:
+        costs = with_measured_compile(costs_from_size(graph.weight_bytes, len(graph.nodes), hardware),
+                                      _measured_compile(digest, options, hardware), hardware)
+    guess = estimate(options, costs)
+    st.caption(md(guess.text()))
+    if hardware == "simulator" and not options.after_swap and "migrate" in options.strategies:
+        st.caption("On the simulator the HTP compiles for seconds to minutes: with 'Requests after the swap' at 0 "
+                   "the workload may end before the swap, and nothing is served after it.")
+    return guess
+
+
+def _measured_compile(digest: str, options: TimelineOptions, hardware: str) -> float | None:
+    """The HTP session creation a partition analysis of this model measured with the same
+    precision and SoC on the same kind of hardware (the Partitions page's store), if any."""
+    for report in reversed(partitions.session_reports(digest)()):
+        htp = report.backends.get("htp")
+        if (htp is None or htp.status != "measured" or htp.seconds is None
+                or (htp.runtime.get("hardware") == "simulator") != (hardware == "simulator")):
+            continue
+        if (report.options.fp16, report.options.soc) == (options.fp16, options.soc):
+            return htp.seconds
+    return None
 
 
 # -- a run in the background ------------------------------------------------------------------------
@@ -120,7 +184,7 @@ def run_key(digest: str, options: TimelineOptions, device) -> str:
     return f"{digest}|{json.dumps(options.to_json(), sort_keys=True)}|{device.url}"
 
 
-def _start(device, selected, options: TimelineOptions) -> Job:
+def _start(device, selected, options: TimelineOptions, per_strategy: int | None = None) -> Job:
     """The run as the page's job (one at a time: a run still going is cancelled first). Its result
     is the session's entry for the run, labelled when it is collected."""
 
@@ -131,7 +195,8 @@ def _start(device, selected, options: TimelineOptions) -> Job:
                 "name": selected.name, "device": device.label}
 
     return jobs.start(_JOB, run_key(selected.digest, options, device),
-                      f"Timeline of {short(selected.name, 40)} on {device.label}", work, tracker=LiveRun(options))
+                      f"Timeline of {short(selected.name, 40)} on {device.label}", work,
+                      tracker=LiveRun(options, per_strategy=per_strategy))
 
 
 def collect() -> None:
@@ -265,10 +330,32 @@ def _comparison(run: TimelineRun) -> None:
         "req/s": r["throughput_rps"], "failed": r["failed"], "session create": _ms(r["create_s"]),
         "warm-up": _ms(r["warmup_s"])} for r in rows])
     st.dataframe(table, hide_index=True, width="stretch")
+    _after_swap(run)
     explained = cached_vs_cold(run)
     if explained:
         st.info(explained, icon=":material/cached:")
     st.plotly_chart(strategy_bars([(run.label, run)]), key="tl_bars")
+
+
+def _after_swap(run: TimelineRun) -> None:
+    """What the hot migration served after its swap, or why nothing: the point of the feature."""
+    migrate = run.strategies.get("migrate")
+    if migrate is None:
+        return
+    m = migrate.metrics
+    labels = run_labels(run)
+    target = labels.get(run.target.get("backend", "htp"), "the target")
+    if m["swap_at_s"] is None:
+        return  # a failed or skipped migration says so in its tab
+    after = [r for r in migrate.requests if r.ok and r.start is not None and r.start >= m["swap_at_s"]]
+    if after:
+        st.success(f"Hot migration swapped at {_ms(m['swap_at_s'])}: {len(after)} request(s) served after the swap on "
+                   f"{md(target)} (p50 {_ms(m['p50_after_s'])}), {len(migrate.requests) - len(after)} before it on "
+                   f"{md(labels.get(run.fast.get('backend', ''), 'the fast backend'))}.", icon=":material/swap_horiz:")
+    else:
+        st.warning(f"The swap came at {_ms(m['swap_at_s'])}, after the last request had started: nothing was served "
+                   "after it. Set **Requests after the swap** (the workload is then paced until that many arrive "
+                   "after it), or more requests at a lower rate.", icon=":material/warning:")
 
 
 def _strategies(run: TimelineRun) -> None:
@@ -308,11 +395,12 @@ def _outputs(outputs: dict) -> None:
     verdict = "agree" if outputs.get("agree") else "**differ**"
     st.markdown(f"Outputs {verdict}, each output on its own: within |a − b| ≤ {outputs['atol']:g} + "
                 f"{outputs['rtol']:g}·|b| everywhere, or a relative error ‖a − b‖/‖b‖ within {outputs['rtol']:g} "
-                "and a cosine similarity of at least 0.999 (top-1 and top-5 agreement shown for class scores):")
+                f"and a cosine similarity of at least {COSINE_AGREE:g} (top-1 and top-{TOP_K} agreement shown for "
+                "class scores):")
     rows = [{"compared": f"{c['a']} vs {c['b']}", "input sets": c["compared"], "output": short(row["name"], 60),
              "agree": row.get("agree"), "max |diff|": row.get("max_abs_diff"),
              "relative error": row.get("rel_error"), "cosine": row.get("cosine"), "top-1 match": row.get("top1"),
-             "top-5 overlap": row.get("topk")}
+             f"top-{TOP_K} overlap": row.get("topk")}
             for c in checks for row in c.get("outputs") or [{"name": "all", "agree": c["agree"],
                                                                "max_abs_diff": c["max_abs_diff"]}]]
     frame = pd.DataFrame(rows).dropna(axis=1, how="all")

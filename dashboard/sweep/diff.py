@@ -1,0 +1,238 @@
+"""``sweep diff OLD NEW``: what changed between two sweeps, and the gate a CI job fails on.
+
+Cells of the two folders are matched by model path (as the spec names it, not by digest: the
+point is to see what an edited model did), SoC, setting set and analysis. For each matched pair
+the diff says what moved: the HTP coverage, the nodes newly left to the CPU (or given back to the
+HTP), a classifier's verdict, a cell that now fails or now works; cells only one side has are
+listed as added or removed. ``diff_results`` is a pure function of the two sides' results and the
+gates, returning a ``SweepDiff`` record, so the command line and the Sweep page show the same.
+
+Gates (``--fail-on``, comma-separated): ``coverage-drop=PCT`` trips when a partition cell's HTP
+coverage fell by more than PCT percentage points (``coverage-drop`` alone: by any amount), or the
+cell went from ok to failed; ``new-fallback`` when a partition cell leaves a node to the CPU that
+the old run's HTP claimed; ``verdict-change`` when a classify cell's verdict (either classifier)
+changed, or the cell went from ok to failed. Cells added or removed never trip a gate (that is the
+spec changing, not a model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Literal
+
+from dashboard.errors import UserError
+from dashboard.serde import Record
+from dashboard.sweep.cells import CellResult
+
+COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE = "coverage-drop", "new-fallback", "verdict-change"
+GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE)
+Kind = Literal["coverage", "fallback-new", "fallback-gone", "verdict", "now-failed", "now-ok", "added", "removed"]
+EPSILON = 1e-9
+
+
+@dataclass
+class Gates(Record):
+    """What trips: ``coverage_drop`` in percentage points (None: not gated), the other two on or off."""
+
+    coverage_drop: float | None = None
+    new_fallback: bool = False
+    verdict_change: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.coverage_drop is not None or self.new_fallback or self.verdict_change
+
+
+def parse_gates(text: str) -> Gates:
+    """``coverage-drop=PCT,new-fallback,verdict-change`` (any of them, any order); a bad item is
+    one ``UserError`` naming it."""
+    gates = Gates()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if name == COVERAGE_DROP:
+            gates.coverage_drop = _points(value.strip()) if sep else 0.0
+        elif name in (NEW_FALLBACK, VERDICT_CHANGE) and not sep:
+            setattr(gates, name.replace("-", "_"), True)
+        elif name in (NEW_FALLBACK, VERDICT_CHANGE):
+            raise UserError(f"--fail-on {item!r}: {name} takes no value")
+        else:
+            raise UserError(f"--fail-on: unknown gate {item!r}; gates: coverage-drop=PCT, new-fallback, verdict-change")
+    return gates
+
+
+def _points(value: str) -> float:
+    try:
+        points = float(value.rstrip("%"))
+    except ValueError:
+        raise UserError(f"--fail-on coverage-drop={value!r}: PCT must be a number of percentage points, e.g. "
+                        "coverage-drop=1") from None
+    if not 0 <= points <= 100:
+        raise UserError(f"--fail-on coverage-drop={value}: PCT must be between 0 and 100 percentage points")
+    return points
+
+
+@dataclass
+class Change(Record):
+    """One thing that changed in one cell; ``gate`` is the gate it trips (None: none does)."""
+
+    model: str
+    soc: str
+    option_set: str
+    analysis: str
+    kind: Kind
+    text: str
+    old: str | float | None = None
+    new: str | float | None = None
+    nodes: list[str] = field(default_factory=list)  # the nodes newly left to the CPU (or given back)
+    gate: str | None = None
+
+
+@dataclass
+class SweepDiff(Record):
+    old: str
+    new: str
+    gates: Gates
+    matched: int = 0
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    JSON_EXTRAS = ("tripped_gates",)
+
+    @property
+    def tripped(self) -> list[Change]:
+        return [c for c in self.changes if c.gate]
+
+    @property
+    def tripped_gates(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for change in self.tripped:
+            out[change.gate] = out.get(change.gate, 0) + 1
+        return out
+
+
+Identity = tuple[str, str, str, str]
+
+
+def _identity(result: CellResult) -> Identity:
+    cell = result.cell
+    return cell.model, cell.soc, cell.option_set, cell.analysis
+
+
+@dataclass
+class _Side:
+    """What the diff needs of one cell (so the old run is held as a few fields per cell)."""
+
+    ok: bool
+    reason: str | None
+    coverage: float | None
+    cpu: dict[str, str]  # node -> op type
+    verdicts: dict[str, str]
+
+    @classmethod
+    def of(cls, result: CellResult) -> "_Side":
+        return cls(result.ok, result.reason, result.htp_coverage, {n.node: n.op_type for n in result.cpu_nodes},
+                   dict(result.verdicts))
+
+
+def diff_results(old: Iterable[CellResult], new: Iterable[CellResult], gates: Gates | None = None, *,
+                 old_label: str = "OLD", new_label: str = "NEW") -> SweepDiff:
+    """The changes from ``old`` to ``new`` (each side's results, any order), gated by ``gates``."""
+    gates = gates or Gates()
+    before: dict[Identity, _Side] = {}
+    for result in old:
+        before[_identity(result)] = _Side.of(result)
+    out = SweepDiff(old_label, new_label, gates)
+    for result in new:
+        key = _identity(result)
+        side = _Side.of(result)
+        if key not in before:
+            out.changes.append(_change(key, "added", f"new cell ({result.status})"))
+            continue
+        out.matched += 1
+        out.changes += _compare(key, before.pop(key), side, gates)
+    for key in before:
+        out.changes.append(_change(key, "removed", "cell no longer in the sweep"))
+    return out
+
+
+def _change(key: Identity, kind: str, text: str, **fields) -> Change:
+    model, soc, option_set, analysis = key
+    return Change(model, soc, option_set, analysis, kind, text, **fields)
+
+
+def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change]:
+    analysis = key[3]
+    if old.ok and not new.ok:
+        gate = (COVERAGE_DROP if analysis == "partition" and gates.coverage_drop is not None else
+                VERDICT_CHANGE if analysis == "classify" and gates.verdict_change else None)
+        return [_change(key, "now-failed", f"now fails: {new.reason}", old="ok", new="failed", gate=gate)]
+    if not old.ok and new.ok:
+        return [_change(key, "now-ok", f"now runs (it failed: {old.reason})", old="failed", new="ok")]
+    if not new.ok:
+        return []
+    if analysis == "partition":
+        return _partition_changes(key, old, new, gates)
+    return [_change(key, "verdict", f"{name} verdict {old.verdicts.get(name)} -> {verdict}",
+                    old=old.verdicts.get(name), new=verdict, gate=VERDICT_CHANGE if gates.verdict_change else None)
+            for name, verdict in new.verdicts.items() if old.verdicts.get(name) != verdict]
+
+
+def _partition_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change]:
+    changes = []
+    if old.coverage is not None and new.coverage is not None and abs(new.coverage - old.coverage) > EPSILON:
+        drop = (old.coverage - new.coverage) * 100
+        gate = (COVERAGE_DROP if gates.coverage_drop is not None and drop > gates.coverage_drop + EPSILON
+                else None)
+        changes.append(_change(key, "coverage", f"HTP coverage {old.coverage:.1%} -> {new.coverage:.1%} "
+                               f"({-drop:+.1f} points)", old=old.coverage, new=new.coverage, gate=gate))
+    added = [n for n in new.cpu if n not in old.cpu]
+    gone = [n for n in old.cpu if n not in new.cpu]
+    if added:
+        changes.append(_change(key, "fallback-new", f"{len(added)} node(s) newly left to the CPU: "
+                               + _nodes(added, new.cpu), nodes=added,
+                               gate=NEW_FALLBACK if gates.new_fallback else None))
+    if gone:
+        changes.append(_change(key, "fallback-gone", f"{len(gone)} node(s) now on the HTP: " + _nodes(gone, old.cpu),
+                               nodes=gone))
+    return changes
+
+
+def _nodes(names: list[str], ops: dict[str, str], limit: int = 5) -> str:
+    shown = ", ".join(f"{n} [{ops.get(n, '?')}]" for n in names[:limit])
+    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
+
+
+def diff_folders(old: str, new: str, gates: Gates | None = None) -> SweepDiff:
+    """``diff_results`` of two results folders (a folder that is not one: ``UserError``, exit 2);
+    corrupt records are failed cells with a note (``store.Store``)."""
+    from dashboard.sweep.store import Store
+
+    old_store, new_store = Store(old), Store(new)
+    result = diff_results(old_store.results(), new_store.results(), gates, old_label=str(old), new_label=str(new))
+    result.notes = [f"{old}: {n}" for n in old_store.notes] + [f"{new}: {n}" for n in new_store.notes]
+    return result
+
+
+def render_text(diff: SweepDiff) -> list[str]:
+    """What ``sweep diff`` prints: a head line, each change naming its model, and the verdict."""
+    added = sum(c.kind == "added" for c in diff.changes)
+    removed = sum(c.kind == "removed" for c in diff.changes)
+    lines = [f"sweep diff {diff.old} -> {diff.new}: {diff.matched} cells matched, {added} added, {removed} removed"]
+    changed = [c for c in diff.changes if c.kind not in ("added", "removed")]
+    if not changed:
+        lines.append("no matched cell changed")
+    for c in diff.changes:
+        mark = f"  [gate {c.gate}]" if c.gate else ""
+        lines.append(f"{c.model} · {c.soc} · {c.option_set} · {c.analysis}: {c.text}{mark}")
+    for note in diff.notes:
+        lines.append(f"note: {note}")
+    if not diff.gates.any:
+        lines.append("gate: none set (--fail-on coverage-drop=PCT,new-fallback,verdict-change)")
+    elif diff.tripped:
+        lines.append("gate: TRIPPED (" + ", ".join(f"{g} {n}" for g, n in diff.tripped_gates.items()) + ")")
+    else:
+        lines.append("gate: passed")
+    return lines
