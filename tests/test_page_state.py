@@ -215,41 +215,25 @@ def test_the_sidebar_source_and_the_upload_chip_survive_page_changes(tmp_path):
 
 
 # -- smaller: an upload's downloads and report say its own name ----------------------------------------
-def test_an_uploads_downloads_and_report_use_its_own_file_name(tmp_path):
+def test_an_uploads_downloads_and_report_use_its_own_file_name(tmp_path, monkeypatch):
+    from dashboard.views import report, state
+
     path = image_model(tmp_path)
     at = app(page="classifier").run()
     at.sidebar.segmented_control(key="intake_mode").set_value("Upload").run()
     at.sidebar.file_uploader(key="intake_upload").upload("pp_ocr_rec.onnx", path.read_bytes()).run()
     assert not at.exception
-    names = [b.proto.file_name if hasattr(b.proto, "file_name") else "" for b in at.get("download_button")]
-    from dashboard.views.state import known_as
-
     selected = at.session_state[SELECTED]
-    assert Path(selected.path).parent.parent == tmp_path / "uploads"
-    from dashboard.views import report
-
-    file_name, build = _report_of(at, report)
+    assert Path(selected.path).parent.parent == tmp_path / "uploads"  # its copy, named by its digest
+    # the sidebar's report as the page makes it, with this session's selection
+    monkeypatch.setattr(state, "current_model", lambda: selected)
+    file_name, build = report.report_file(selected, load_model(selected.path), list, list)
     assert file_name.startswith("pp_ocr_rec-report-")
     html = build()
     assert "pp_ocr_rec.onnx (uploaded)" in html and selected.path not in html
-    assert names is not None and known_as is not None
+    from dashboard.views.safe import download_name
 
-
-def _report_of(at, report):
-    """The report's file name and builder as the sidebar made them, from the selected upload."""
-    from dashboard.views import state
-
-    selected = at.session_state[SELECTED]
-    at.session_state["_probe"] = True
-    graph = load_model(selected.path)
-    # download_name reads the session's selection: give it the same one outside the script run
-    original = state.current_model
-    state.current_model = lambda: selected
-    try:
-        name, build = report.report_file(selected, graph, list, list)
-        return name, build
-    finally:
-        state.current_model = original
+    assert download_name(selected.path, "classification", "json").startswith("pp_ocr_rec-classification-")
 
 
 # -- item 10's remainder: placeholder dimension names ---------------------------------------------------

@@ -89,12 +89,11 @@ def render() -> None:
     with plan_tab:
         _plans(report)
     with graph_tab:
-        _graph(report, graph, selected.name, identity)
+        _graph_and_node(report, graph, selected.name, identity)
     with ops_tab:
         _op_types(report)
     with rules_tab:
         _rule_table()
-    _node_details(report, graph, identity)
     _snippet(report)
     for note in report.notes:
         st.caption(f"Note: {md(page_words(note))}")
@@ -357,6 +356,16 @@ def node_pick_key(identity: str) -> str:
     return f"{_NODE_PICK}_{identity}"
 
 
+@st.fragment
+def _graph_and_node(report: PartitionReport, graph: ModelGraph, title: str, identity: str) -> None:
+    """The viewer and the picked node's details, as one fragment. Why: a pick (in the viewer or the
+    picker) used to rerun the whole page, and the browser redrew every table, chart and form of it
+    (6 to 25 s on a few-hundred-node graph on a busy machine) for a change that is only here; now a
+    pick reruns these two, and nothing else is sent or redrawn."""
+    _graph(report, graph, title, identity)
+    _node_details(report, graph, identity)
+
+
 def _graph(report: PartitionReport, graph: ModelGraph, title: str, identity: str) -> None:
     picked = graph_viewer.show(graph, f"pt_{identity}", title, report)
     if picked:
@@ -364,7 +373,7 @@ def _graph(report: PartitionReport, graph: ModelGraph, title: str, identity: str
         st.session_state[node_pick_key(identity)] = picked  # the node selector below is drawn after this
     st.caption("Groups are name scopes: double-click one to open it. Every overlay is also in the viewer's "
                "node data panel (its eye icon switches). Pick a node, or Alt+click a search result, to see its "
-               "details below.")
+               "details below (a pick redraws only the viewer and the details).")
 
 
 def _op_types(report: PartitionReport) -> None:

@@ -138,7 +138,8 @@ class SettingsForm:
                  defaults: dict[str, Any] | None = None, model: str | None = None, remember: bool = True) -> None:
         self.page, self.scope, self.graph, self.analysis = page, scope, graph, analysis
         self.model, self.remember = model, remember and model is not None
-        self.shared = shared_values(model, graph) if model is not None else {}
+        # Only what a page stored: before that, the page's own defaults (fp16 on for a float model).
+        self.shared = dict(st.session_state.get(_SHARED, {}).get(model) or {}) if model is not None else {}
         self.defaults = {**knob_defaults(analysis), **(defaults or {}),
                          **{k: v for k, v in self.shared.items() if not (k == "timeout" and v is None)}}
         self.raw: dict[str, Any] = {}
