@@ -102,10 +102,7 @@ def write(selected=None) -> None:
     selected = selected or state.current_model()
     if selected is None:
         return
-    try:
-        graph = state.loaded_graph() if selected == state.current_model() else None
-    except Exception:  # noqa: BLE001 - a model that cannot be read any more: the page says so
-        graph = None
+    graph = state.graph_or_none(selected)
     wanted = params(selected, settings.shared_values(selected.digest, graph), graph, shown_run(selected.digest))
     current = {k: st.query_params.get(k) for k in st.query_params.keys() if ours(k)}
     if current == wanted:

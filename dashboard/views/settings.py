@@ -58,7 +58,7 @@ def current_settings(selected, graph: ModelGraph | None = None) -> Settings:
     if graph is None:
         from dashboard.views import state
 
-        graph = state.loaded_graph() if state.current_model() == selected else None
+        graph = state.graph_or_none(selected)
     return Settings(**shared_values(selected.digest, graph))
 
 

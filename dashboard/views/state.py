@@ -100,6 +100,15 @@ def loaded_graph() -> ModelGraph:
         st.stop()
 
 
+def graph_or_none(selected: SelectedModel) -> ModelGraph | None:
+    """``selected``'s graph from the cache (read again if evicted), or None when it cannot be read:
+    for what only mirrors the state (the address bar), which must neither draw nor stop the page."""
+    try:
+        return _graph(selected.digest, selected.path)
+    except UserError:
+        return None
+
+
 def classifications() -> tuple[Classification, Classification]:
     """(EP rules, refined) classification of the selected model, cached per digest."""
     loaded_graph()  # a readable model, or the page stops with the reason
