@@ -128,7 +128,7 @@ TIER_MODULES = {
     "board": {"test_board.py"},
     "browser": {"test_e2e_browser.py", "test_partition_e2e.py", "test_viewer_e2e.py", "test_lifecycle.py",
                 "test_listening.py",
-                "test_pick_e2e.py"},
+                "test_pick_e2e.py", "test_link_e2e.py"},
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
         "test_page_state.py::test_dimensions_applied_on_partitions_are_the_timelines_and_compares",  # analyses
