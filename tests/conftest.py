@@ -128,9 +128,11 @@ TIER_MODULES = {
     "board": {"test_board.py"},
     "browser": {"test_e2e_browser.py", "test_partition_e2e.py", "test_viewer_e2e.py", "test_lifecycle.py",
                 "test_listening.py",
-                "test_profile_e2e.py"},
+                "test_profile_e2e.py", "test_pick_e2e.py", "test_link_e2e.py"},
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
+        "test_page_state.py::test_dimensions_applied_on_partitions_are_the_timelines_and_compares",  # analyses
+        "test_page_state.py::test_the_node_picker_and_the_details_agree_before_and_after_a_new_analysis",  # analyses
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",

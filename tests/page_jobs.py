@@ -47,3 +47,11 @@ def settle(at: AppTest, slot: str = "partition_job", timeout: float = TIMEOUT) -
         job = at.session_state[slot]
     assert not at.exception, at.exception
     return at
+
+
+NODE_PICKER = "Node (or click one in the graph)"
+
+
+def node_picker(at: AppTest):
+    """The Partitions page's node picker (its key is per analysis: ``partitions.node_pick_key``)."""
+    return next(s for s in at.selectbox if s.label == NODE_PICKER)

@@ -10,7 +10,7 @@ import time
 
 import partition_models as pm
 import pytest
-from page_jobs import settle
+from page_jobs import node_picker, settle
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
@@ -71,7 +71,7 @@ def test_which_nodes_keep_the_model_off_the_npu_and_why(tmp_path):
     assert any("Classes use the **predicted** GPU verdicts" in t for t in texts(at))
     assert any(":orange-badge[predicted]" in m.value for m in at.markdown)
     assert any("measured" in m.value and "HTP simulator" in m.value for m in at.markdown)  # the hardware
-    assert "Relu#1" in at.selectbox(key="pt_node_pick").options  # the unnamed node under its stable name
+    assert "Relu#1" in node_picker(at).options  # the unnamed node under its stable name
 
 
 def test_options_apply_only_on_apply_and_the_difference_is_shown():
@@ -105,7 +105,7 @@ def test_node_panel_starts_on_a_node_that_runs():
     encoder = sample_path("text_encoder.onnx")
     at = settle(page(encoder))
     report = next(iter(at.session_state["partition_reports"].values()))
-    first = at.selectbox(key="pt_node_pick").value
+    first = node_picker(at).value
     htp = report.backends["htp"].nodes
     unclaimed = [n for n in report.node_order if not htp[n].supported]
     assert unclaimed[0] in report.classes.removed  # the first node the HTP does not run is one ORT folded away
@@ -219,7 +219,7 @@ def test_node_details_and_device_report_upload(tmp_path):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
     digest = file_digest(path)
     at = settle(page(path))
-    assert at.selectbox(key="pt_node_pick").value == "erf0"  # first node the HTP refuses
+    assert node_picker(at).value == "erf0"  # first node the HTP refuses
     details = next(df.value for df in at.dataframe if "verdict" in df.value.columns)
     assert list(details["backend"]) == ["HTP", "GPU"]
     assert list(details["verdict"]) == ["refused", "refused"]

@@ -8,7 +8,7 @@ import json
 
 import partition_models as pm
 import pytest
-from page_jobs import settle
+from page_jobs import node_picker, settle
 from streamlit.testing.v1 import AppTest
 
 from dashboard.intake.reader import load_model
@@ -55,7 +55,7 @@ def test_viewer_gets_the_graph_the_overlays_and_the_chosen_colouring(tmp_path):
 def test_a_node_picked_in_the_viewer_becomes_the_selected_node(tmp_path):
     path = pm.save(pm.rejects_model(), tmp_path, "rejects")
     at = settle(AppTest.from_string(SCRIPT.format(path=str(path)), default_timeout=TIMEOUT))
-    assert at.selectbox(key="pt_node_pick").value == "erf0"
+    assert node_picker(at).value == "erf0"
     graph = load_model(str(path))
     sig = next(n for n in graph.nodes if n.name == "sig0")
     component_id, _args = viewer(at)
@@ -64,9 +64,9 @@ def test_a_node_picked_in_the_viewer_becomes_the_selected_node(tmp_path):
     at.session_state[component_key] = me.node_id(sig)  # what the bridge sends when sig0 is clicked
     at.run()
     assert not at.exception
-    assert at.selectbox(key="pt_node_pick").value == "sig0"
+    assert node_picker(at).value == "sig0"
     # a later choice in the page's own selector is not overridden by the viewer's last pick
-    at.selectbox(key="pt_node_pick").set_value("mod0").run()
-    assert at.selectbox(key="pt_node_pick").value == "mod0"
+    node_picker(at).set_value("mod0").run()
+    assert node_picker(at).value == "mod0"
     at.run()
-    assert at.selectbox(key="pt_node_pick").value == "mod0"
+    assert node_picker(at).value == "mod0"

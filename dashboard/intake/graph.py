@@ -399,8 +399,22 @@ def type_spec(name: str, type_proto: TypeProto) -> TensorSpec:
 
 
 def _dim(dim: TensorShapeProto.Dimension) -> Dim:
+    """A dimension: its size, its name, or None when it has neither. A ``dim_param`` that is no
+    name (``?``, ``1``, ``-1``, ``*``: exporters write such placeholders for "dynamic") and a negative
+    ``dim_value`` are None too. Why: such a "name" cannot be given a value the user could
+    recognise, and offering it as a field named ``?`` or ``1`` asked for nonsense; as an unnamed
+    dimension it is fixed by the input's whole shape, like any ``?``."""
     which = dim.WhichOneof("value")
-    return dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None
+    if which == "dim_value":
+        return dim.dim_value if dim.dim_value >= 0 else None
+    if which == "dim_param":
+        return dim.dim_param if is_dim_name(dim.dim_param) else None
+    return None
+
+
+def is_dim_name(text: str) -> bool:
+    """Whether a ``dim_param`` names a dimension: it has a letter or an underscore in it."""
+    return any(c.isalpha() or c == "_" for c in text)
 
 
 # -- attributes and bodies, decoded on first access -----------------------------------------------

@@ -101,7 +101,8 @@ def _form(selected) -> tuple[list[Side], object, bool]:
                 source = st.selectbox("Model", list(choices), format_func=choices.get, key=f"cmp_model_{side}")
                 path = st.text_input("Path of an .onnx file on the server", key=f"cmp_path_{side}",
                                      placeholder="used when the model is 'A path on the server…'")
-                form = SettingsForm("cmp", side, analysis="partition", defaults={"fp16": float_model != (side == "B")})
+                form = SettingsForm("cmp", side, analysis="partition", defaults={"fp16": float_model != (side == "B")},
+                                    **({"model": selected.digest, "remember": False} if side == "A" else {}))
                 form.draw("fp16", "soc", "optimization_level")
                 raw.append((side, source, path, form))
         submitted = st.form_submit_button("Compare", type="primary", icon=":material/compare:", key="cmp_apply",
@@ -123,7 +124,7 @@ def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Si
         sample = next(s for s in SAMPLES if s.file_name == source)
         name, model_path = sample.title, str(sample_path(source))
         digest = file_digest(model_path)
-    return Side(f"{side}: {name}", model_path, digest, form.settings())
+    return Side(f"{side}: {name}", model_path, digest, form.settings(model=digest))
 
 
 # -- running -------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dashboard.errors import UserError
 from dashboard.runtime.devices import HOST_KEY_POLICIES, MAX_CONNECT_TIMEOUT, SHELLS, Device, DeviceProbe
 from dashboard.runtime.protocol import DoctorReport
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
-from dashboard.views.safe import md, short
+from dashboard.views.safe import frame, md, short
 
 _DEVICES = "devices"  # url -> Device
 _PROBES = "device_probes"  # url -> DeviceProbe, or the one line saying why the device could not be probed
@@ -217,7 +217,7 @@ def _show_probe(result: DeviceProbe | str) -> None:
     shared = result.shared_memory
     rows.append({"backend": "HTP shared memory (rpcmem)", "initializes": "yes" if shared and shared.ok else "no",
                  "seconds": None, "runtime's message": short(shared.reason or "" if shared else "not probed", 300)})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(frame(rows), hide_index=True, width="stretch")
     if result.initializes("gpu") is False:
         st.info(NO_GPU_NOTE, icon=":material/info:")
     soc = result.soc
@@ -226,7 +226,7 @@ def _show_probe(result: DeviceProbe | str) -> None:
         st.markdown("**SoC** " + (" · ".join(f"{md(k)}: `{md(v, 80)}`" for k, v in described.items())
                                   if described else "not reported by this host's kernel"))
         if soc.get("ep_devices"):
-            st.dataframe(pd.DataFrame([{**{k: v for k, v in d.items() if k != "metadata"},
+            st.dataframe(frame([{**{k: v for k, v in d.items() if k != "metadata"},
                                         "metadata": short(d.get("metadata"), 200)} for d in soc["ep_devices"]]),
                          hide_index=True, width="stretch")
     else:
@@ -237,13 +237,12 @@ def _show_probe(result: DeviceProbe | str) -> None:
                    f"{SIMULATOR_NOTE}.")
 
 
-DOCTOR_ICONS = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "➖", "info": "ℹ️"}
 
 
 def _doctor(url: str, device: Device) -> None:
     """The device doctor next to the probe: each reason a backend may not initialize, checked in
     the device's worker, with a one-line fix for every failure."""
-    from dashboard.runtime.doctor import ask
+    from dashboard.runtime.doctor import SYMBOLS, ask
 
     reports: dict = st.session_state.setdefault(_DOCTOR, {})
     if st.button("Doctor", key=f"doctor_{url}", icon=":material/stethoscope:",
@@ -260,7 +259,8 @@ def _doctor(url: str, device: Device) -> None:
     elif isinstance(report, DoctorReport):
         mode = "HTP simulator" if report.mode == "simulator" else report.mode
         st.markdown(f"**Doctor** · {md(report.platform)} · {md(mode)}")
-        st.dataframe(pd.DataFrame([{"": DOCTOR_ICONS[c.status], "check": c.title, "found": short(c.detail, 300),
+        # Plain words (the CLI's), not emoji: where no emoji font exists they draw as empty boxes.
+        st.dataframe(pd.DataFrame([{"": SYMBOLS[c.status], "check": c.title, "found": short(c.detail, 300),
                                     "fix": short(c.fix or "", 300)} for c in report.checks]),
                      hide_index=True, width="stretch")
         st.caption(md(report.summary))

@@ -21,7 +21,7 @@ import streamlit as st
 
 from dashboard import access
 from dashboard.runtime.client import WorkerGroup
-from dashboard.views import intake, report
+from dashboard.views import intake, links, report
 
 APP_TITLE = "QNN Backend Lab"
 # The tab's icon, a chip, as SVG markup: Streamlit inlines it as a data: URL. A ``:material/...:``
@@ -73,6 +73,21 @@ def page(title: str) -> None:
             st.page_link(spec.path, label=spec.title, icon=spec.icon)
     intake.sidebar()
     report.sidebar_download()
+    _link()
+
+
+def _link() -> None:
+    """The address bar says the model, its settings and the run shown (``views.links``); a run a
+    link asked for is shown when this session has it."""
+    from dashboard.views import state
+
+    selected = state.current_model()
+    if selected is None:
+        return
+    note = links.apply_run(selected.digest)
+    if note:
+        st.sidebar.info(note, icon=":material/link_off:")
+    links.write(selected)
 
 
 def require_gate() -> None:

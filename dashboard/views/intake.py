@@ -9,6 +9,12 @@ Uploads are stored by ``dashboard.intake.uploads`` (private folder, one copy per
 the session keeps the ``Lease`` of the uploaded model it shows, so the file goes when the session
 does or when it moves on to another model. The upload is streamed to disk in chunks: reading it
 whole (``getbuffer``/``getvalue``) would make a second in-memory copy next to Streamlit's.
+
+The picker survives page changes: Streamlit forgets a page's widget values when another page runs,
+so the source, sample and path are kept in a plain session key as well (``_KEPT``) and given back
+to the widgets on every page, and the source starts on the selected model's own (Path for a model
+opened by path). The file uploader cannot be given a file back, so the uploaded model shown is a
+chip of its own under it. A session's first run opens what its link asks for (``views.links``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dashboard.intake import uploads
 from dashboard.intake.overview import counts as overview_counts
 from dashboard.intake.overview import human_bytes
 from dashboard.intake.samples import SAMPLES, sample_path
-from dashboard.views import state
+from dashboard.views import links, state
 from dashboard.views.safe import md
 
 SAMPLE, PATH, UPLOAD = "Sample", "Path", "Upload"
@@ -39,6 +45,9 @@ _SAMPLE = "intake_sample"
 _PATH = "intake_path"
 _UPLOAD = "intake_upload"
 _LEASE = "intake_upload_lease"  # the uploads.Lease of the selected uploaded model
+_KEPT = "intake_kept"  # the picker's widget values, kept across pages (not a widget key)
+_LINK = "intake_link_notes"  # what the session's link asked for that could not be done
+MODE_OF_SOURCE = {"sample": SAMPLE, "path": PATH, "upload": UPLOAD}
 
 
 def model_argument(argv: list[str]) -> str | None:
@@ -49,21 +58,75 @@ def model_argument(argv: list[str]) -> str | None:
 
 
 def startup(argv: list[str] | None = None) -> None:
-    """On a session's first run, select the ``--model`` argument, or else the first bundled
-    sample; later runs do nothing."""
+    """On a session's first run, open what its link asks for (``views.links``: a model, its
+    settings, a run), else the ``--model`` argument, else the first bundled sample; later runs do
+    nothing."""
     if not st.session_state.get(_STARTED):
         st.session_state[_STARTED] = True
-        _select_at_startup(model_argument(sys.argv[1:] if argv is None else argv))
+        request = links.requested()
+        opened = request.model is not None and _select_from_link(request)
+        if not opened:
+            _select_at_startup(model_argument(sys.argv[1:] if argv is None else argv))
+        if opened or request.model is None:  # a link's settings are its model's
+            _link_settings(request)
+        elif request.entries:
+            request.problems.append("the settings in the link were not applied: they are its model's")
+        links.remember_run(request.run)
+        if request.problems:
+            st.session_state[_LINK] = request.problems
+
+
+def _select_from_link(request: links.Request) -> bool:
+    """Open the link's model as the sidebar would (a path as a typed path); an upload cannot be."""
+    kind, value = request.model
+    if kind == "upload":
+        request.problems.append(f"the link names an uploaded file ({value}); a link cannot reopen an upload: "
+                                "upload it again in the sidebar")
+        return False
+    if kind == "sample":
+        sample = next(s for s in SAMPLES if s.file_name == value)
+        st.session_state[_SAMPLE] = sample.file_name
+        return _attempt(sample_path(sample.file_name), sample.title, "sample")
+    st.session_state[_MODE] = PATH
+    st.session_state[_PATH] = value
+    return _attempt(value, Path(value).name or value, "path")
+
+
+def _link_settings(request: links.Request) -> None:
+    """The link's settings as the selected model's shared settings (``views.settings``)."""
+    from dashboard.views import settings
+
+    selected = state.current_model()
+    if selected is None or not request.entries:
+        return
+    graph = state.loaded_graph()
+    values, problems = links.settings_values(request, graph, settings.shared_values(selected.digest, graph))
+    request.problems.extend(problems)
+    settings.remember_values(selected.digest, values)
 
 
 def keep_state() -> None:
     """Carry the picker's widget values to the page being drawn. Each page draws its own picker,
-    and Streamlit forgets the values of a page's widgets when another page runs; re-assigning them
-    at the top of every page is Streamlit's documented way to keep them (the file uploader's value
-    cannot be assigned, and an upload is consumed when it arrives anyway)."""
+    and Streamlit forgets the values of a page's widgets when another page runs: they are given
+    back from ``_KEPT`` (a plain key, which Streamlit keeps) and re-assigned, Streamlit's
+    documented way to keep them (the file uploader's value cannot be assigned: the uploaded model
+    has its own chip). Without either, the source is the selected model's."""
+    kept: dict = st.session_state.setdefault(_KEPT, {})
     for key in (_MODE, _SAMPLE, _PATH):
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
+        elif key in kept:
+            st.session_state[key] = kept[key]
+    selected = state.current_model()
+    if _MODE not in st.session_state and selected is not None:
+        st.session_state[_MODE] = MODE_OF_SOURCE[selected.source]
+    if _PATH not in st.session_state and selected is not None and selected.source == "path":
+        st.session_state[_PATH] = selected.path
+
+
+def _keep() -> None:
+    st.session_state[_KEPT] = {key: st.session_state[key] for key in (_MODE, _SAMPLE, _PATH)
+                               if key in st.session_state}
 
 
 def sidebar(argv: list[str] | None = None) -> None:
@@ -75,15 +138,18 @@ def sidebar(argv: list[str] | None = None) -> None:
         error = st.session_state.pop(_ERROR, None)
         if error:
             st.error(md(error), icon=":material/error:")
+        for note in st.session_state.pop(_LINK, []):
+            st.error(f"Link: {md(note)} (ignored)", icon=":material/link_off:")
         st.session_state.setdefault(_MODE, SAMPLE)
         mode = st.segmented_control("Open a model from", [SAMPLE, PATH, UPLOAD], key=_MODE, required=True,
-                                    width="stretch")
+                                    width="stretch", on_change=_keep)
         if mode == SAMPLE:
             _sample_picker()
         elif mode == PATH:
             _path_form()
         else:
             _uploader()
+        _keep()
         with card:
             _current_model()
 
@@ -226,6 +292,13 @@ def _uploader() -> None:
     st.file_uploader("Upload an .onnx file", type=["onnx"], key=_UPLOAD, on_change=_on_upload,
                      help="Up to 2 GB. A model with external-data files needs the server path "
                           "instead: an upload carries only the .onnx file.")
+    selected = state.current_model()
+    lease = st.session_state.get(_LEASE)
+    if selected is not None and selected.source == "upload" and st.session_state.get(_UPLOAD) is None:
+        # The uploader forgets its file when the page changes; the model it opened stays selected.
+        size = f" · {human_bytes(lease.size)}" if lease is not None else ""
+        st.markdown(f":material/upload_file: Uploaded: **{md(selected.name, 60)}**{size}")
+    st.caption("A link to this page cannot reopen an uploaded file (its copy is this session's): upload it again.")
 
 
 def _on_upload() -> None:

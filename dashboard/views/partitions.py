@@ -38,11 +38,11 @@ from dashboard.render import partition_graph as graph_render
 from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import BACKENDS, TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
-from dashboard.views import graph_viewer, jobs, state
+from dashboard.views import graph_viewer, jobs, shape_hints, state
 from dashboard.views import profile as profile_view
 from dashboard.views.blockers import render_blockers, render_groups
 from dashboard.views.devices import adopt, select_device
-from dashboard.views.safe import download_name, md, short
+from dashboard.views.safe import download_name, frame, md, short
 from dashboard.views.settings import SettingsForm, page_words, setting_changes
 
 _REPORTS = "partition_reports"      # options key -> PartitionReport (this session)
@@ -75,6 +75,7 @@ def render() -> None:
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         return
+    shape_hints.show(graph, options)
     devices = _device_reports(selected.digest)
     report = _report(selected, options, devices, device, applied)
     if report is None:
@@ -84,17 +85,17 @@ def render() -> None:
     _class_metrics(report)
     render_blockers(report)
     _off_npu(report, graph)
+    identity = graph_viewer.report_key(report)  # this analysis: the viewer's and the node picker's keys
     plan_tab, graph_tab, ops_tab, rules_tab = st.tabs(["Plans", "Graph", "Op types", "GPU rule table"],
                                                       key="pt_tabs")
     with plan_tab:
         _plans(report)
     with graph_tab:
-        _graph(report, graph, selected.name)
+        _graph_and_node(report, graph, selected.name, identity)
     with ops_tab:
         _op_types(report)
     with rules_tab:
         _rule_table()
-    _node_details(report, graph)
     _snippet(report)
     for note in report.notes:
         st.caption(f"Note: {md(page_words(note))}")
@@ -107,7 +108,8 @@ def render() -> None:
 def _knobs(graph: ModelGraph, digest: str) -> tuple[Settings, Device, bool]:
     """The options form: its values change only when Apply is pressed (a form's widgets keep their
     last submitted values), so every other interaction leaves the analysis alone."""
-    form = SettingsForm("pt", digest, graph, analysis="partition", defaults={"fp16": is_float_model(graph)})
+    form = SettingsForm("pt", digest, graph, analysis="partition", defaults={"fp16": is_float_model(graph)},
+                        model=digest)
     with st.form(f"pt_options_{digest}", border=True):
         st.markdown("**Analysis options** · applied together with **Apply**")
         left, mid, right = st.columns([2, 2, 3], gap="medium")
@@ -336,10 +338,10 @@ def _plans(report: PartitionReport) -> None:
                      "first node": short(s.nodes[0], 50), "inputs": len(s.inputs),
                      "outputs": len(s.outputs), "boundary bytes": s.boundary_bytes,
                      "unknown sizes": s.unknown_tensors} for s in plan.segments]
-            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            st.dataframe(frame(rows), hide_index=True, width="stretch")
             pick = st.selectbox("Segment", [s.index for s in plan.segments], key=f"pt_seg_{kind}")
             seg = plan.segments[pick]
-            st.dataframe(pd.DataFrame(
+            st.dataframe(frame(
                 [{"direction": "in", "tensor": short(r.name), "shape": r.shape, "bytes": r.bytes,
                   "from/to": ", ".join(r.peer)} for r in seg.inputs]
                 + [{"direction": "out", "tensor": short(r.name), "shape": r.shape, "bytes": r.bytes,
@@ -348,16 +350,33 @@ def _plans(report: PartitionReport) -> None:
                "application (graph inputs and outputs). Unknown sizes are listed but not added to the bytes.")
 
 
-def _graph(report: PartitionReport, graph: ModelGraph, title: str) -> None:
+def node_pick_key(identity: str) -> str:
+    """The node picker's widget key for the analysis ``identity`` (``graph_viewer.report_key``).
+    Why per analysis: a picker kept across analyses kept its old selection on screen while the
+    details below followed the session's value; a new analysis is a new picker, started on the
+    node picked before when the new analysis has it."""
+    return f"{_NODE_PICK}_{identity}"
+
+
+@st.fragment
+def _graph_and_node(report: PartitionReport, graph: ModelGraph, title: str, identity: str) -> None:
+    """The viewer and the picked node's details, as one fragment. Why: a pick (in the viewer or the
+    picker) used to rerun the whole page, and the browser redrew every table, chart and form of it
+    (6 to 25 s on a few-hundred-node graph on a busy machine) for a change that is only here; now a
+    pick reruns these two, and nothing else is sent or redrawn."""
+    _graph(report, graph, title, identity)
+    _node_details(report, graph, identity)
+
+
+def _graph(report: PartitionReport, graph: ModelGraph, title: str, identity: str) -> None:
     cost = profile_view.shown_profile(report.digest)  # the Profile page's pick: the cost overlays
-    picked = graph_viewer.show(graph, f"pt_{graph_viewer.report_key(report)}{profile_view.viewer_key(cost)}", title,
-                               report, profile=cost)
+    picked = graph_viewer.show(graph, f"pt_{identity}{profile_view.viewer_key(cost)}", title, report, profile=cost)
     if picked:
         st.session_state[_NODE] = picked
-        st.session_state[_NODE_PICK] = picked  # the node selector below is drawn after this
+        st.session_state[node_pick_key(identity)] = picked  # the node selector below is drawn after this
     st.caption("Groups are name scopes: double-click one to open it. Every overlay is also in the viewer's "
                "node data panel (its eye icon switches). Pick a node, or Alt+click a search result, to see its "
-               "details below.")
+               "details below (a pick redraws only the viewer and the details).")
 
 
 def _op_types(report: PartitionReport) -> None:
@@ -369,7 +388,7 @@ def _op_types(report: PartitionReport) -> None:
     rows = [{"op type": r.op_type, "nodes": r.count, "HTP claims": r.htp_supported, f"{gpu_label} claims":
              r.gpu_supported, "removed by ORT": r.removed, "HTP reasons": " | ".join(r.htp_reasons),
              f"{gpu_label} reasons": " | ".join(r.gpu_reasons)} for r in op_type_table(report.op_types, htp, gpu)]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(frame(rows), hide_index=True, width="stretch")
 
 
 def _verdict_rows(report: PartitionReport, name: str) -> list[dict]:
@@ -388,27 +407,49 @@ def _verdict_rows(report: PartitionReport, name: str) -> list[dict]:
     return rows
 
 
-def _node_details(report: PartitionReport, graph: ModelGraph) -> None:
+def node_labels(names: list[str]) -> dict[str, str]:
+    """A label per node for the picker, each different: Streamlit identifies a selectbox's choice by
+    its label, so two long names cut to the same ``short()`` label would show one node and select
+    another. A clash keeps the end of the name (where scoped names differ) and, if still equal, a number."""
+    labels = {n: short(n) for n in names}
+    seen: dict[str, int] = {}
+    for label in labels.values():
+        seen[label] = seen.get(label, 0) + 1
+    taken: set[str] = set()
+    for name, label in labels.items():
+        if seen[label] > 1:
+            label = name if len(name) <= 80 else f"{name[:30]}…{name[-49:]}"
+        while label in taken:
+            label = f"{label} ({len(taken)})"
+        taken.add(label)
+        labels[name] = label
+    return labels
+
+
+def _node_details(report: PartitionReport, graph: ModelGraph, identity: str) -> None:
     names = report.node_order
     if not names:
         return
-    if st.session_state.get(_NODE_PICK) not in names:
-        st.session_state[_NODE_PICK] = _first_node(report)
+    key = node_pick_key(identity)
+    if st.session_state.get(key) not in names:
+        carried = st.session_state.get(_NODE)
+        st.session_state[key] = carried if carried in names else _first_node(report)
     st.subheader("Node", anchor=False)
-    name = st.selectbox("Node (or click one in the graph)", names, key=_NODE_PICK, format_func=lambda n: short(n))
+    labels = node_labels(names)
+    name = st.selectbox("Node (or click one in the graph)", names, key=key, format_func=labels.__getitem__)
     st.session_state[_NODE] = name
     node = graph.node_by_name()[name]
     cls = report.classes.of().get(name)
     st.markdown(f"**{md(name, 200)}** · op **{md(node.qualified_op)}** · class "
                 f"**{md(CLASS_LABELS.get(cls, cls or '—'))}**")
-    st.dataframe(pd.DataFrame(_verdict_rows(report, name)), hide_index=True, width="stretch",
+    st.dataframe(frame(_verdict_rows(report, name)), hide_index=True, width="stretch",
                  column_config={"reason": st.column_config.TextColumn(width="large")})
     profile_view.node_cost(report.digest, name)
     shapes = report.shapes
     rows = [{"io": io, "tensor": short(t), "shape": shapes[t].text() if t in shapes else "?",
              "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))
             for t in tensors if t]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(frame(rows), hide_index=True, width="stretch")
 
 
 def _first_node(report: PartitionReport) -> str:
@@ -441,5 +482,5 @@ def _snippet(report: PartitionReport) -> None:
 def _rule_table() -> None:
     st.markdown("Where the GPU backend cannot run (no Adreno GPU on this host), its column is **predicted** "
                 "from this table; a device report replaces it with measured figures.")
-    st.dataframe(pd.DataFrame(gpu_rules.rule_table()), hide_index=True, width="stretch",
+    st.dataframe(frame(gpu_rules.rule_table()), hide_index=True, width="stretch",
                  column_config={"source": st.column_config.TextColumn(width="large")})

@@ -47,13 +47,15 @@ def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[],
     (the file's name is fixed when the button is drawn, so the report says that time too, not
     the later click's)."""
     when = when or datetime.now(timezone.utc)
+    # An upload's copy on the server is named by its digest: the report names the file the user uploaded.
+    shown = f"{selected.name} (uploaded)" if selected.source == "upload" else selected.path
 
     def build() -> str:
         from dashboard.classify.ep_rules import classify_ep
         from dashboard.classify.refined import classify_refined
         from dashboard.render.report import ReportInput, build_html
 
-        return build_html(ReportInput(selected.name, selected.path, selected.digest, graph,
+        return build_html(ReportInput(selected.name, shown, selected.digest, graph,
                                       (classify_ep(graph), classify_refined(graph)), reports(), runs(),
                                       profiles=profiles(), generated=when))
 

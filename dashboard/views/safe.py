@@ -19,6 +19,7 @@ import streamlit as st
 from dashboard.printable import plain
 
 TABLE_LIMIT = 80
+MISSING = "—"  # what a table shows for a value that is not there (a dataframe would print "None")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&\"'=/^%@;?,])")
 
 
@@ -34,6 +35,19 @@ def md(text: object, limit: int | None = None) -> str:
     ``[link](javascript:...)``, ``:red[...]`` and ``$math$`` show as typed."""
     value = plain(text) if limit is None else short(text, limit)
     return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def frame(rows, columns: list[str] | None = None):
+    """``rows`` (dicts) as a ``pandas.DataFrame`` for ``st.dataframe``, a missing value (None, NaN)
+    shown as ``MISSING``: Streamlit prints a raw ``None``, which reads like a bug."""
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=columns)
+    for column in table.columns:
+        missing = table[column].isna()
+        if missing.any():  # one type per column (Arrow's): text, the missing ones as MISSING
+            table[column] = [MISSING if gone else str(value) for value, gone in zip(table[column], missing)]
+    return table
 
 
 def full_values(label: str, values: Iterable[object], limit: int = TABLE_LIMIT) -> None:
@@ -53,7 +67,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def download_name(model_path: str, kind: str, ext: str, when: datetime | None = None) -> str:
     """``<model>-<kind>-<UTC time>.<ext>``: the model file's stem reduced to letters, digits and
-    ``._-`` (at most 60 characters), so any file system and shell takes it as it is."""
-    stem = _UNSAFE.sub("_", Path(model_path).stem).strip("._-")[:60]
+    ``._-`` (at most 60 characters), so any file system and shell takes it as it is. An uploaded
+    model is named by its own file name (``state.known_as``), not by its copy's on the server."""
+    from dashboard.views.state import known_as
+
+    stem = _UNSAFE.sub("_", Path(known_as(model_path)).stem).strip("._-")[:60]
     stamp = (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     return f"{stem or 'model'}-{kind}-{stamp}.{ext}"

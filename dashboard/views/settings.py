@@ -8,6 +8,14 @@ validated by the record itself. Errors and hints name knobs by their labels, nev
 
 Widget keys are ``{page}_{widget}_{scope}`` (``pt_fp16_<digest>``): a page's widgets are per model
 (or per side of a comparison).
+
+One set of settings per model, shared by every page: the session keeps the values entered last
+for each model digest (``current_settings``, ``shared_values``). A form made for a model
+(``SettingsForm(..., model=digest)``) starts from them, takes the knobs it does not draw from them,
+and stores what ``settings()`` returns back, so 320 set on the Partitions page is 320 on the
+Timeline page, and the address bar (``views.links``) carries them. Why values and not only the
+record: the record resolves a SoC left unset to fp16's default one, and the form must keep showing
+"not set" (and a page's own timeout default) for what the user did not set.
 """
 
 from __future__ import annotations
@@ -26,6 +34,49 @@ from dashboard.runtime.socs import DEFAULT_SOC, SOCS
 from dashboard.views.safe import short
 
 TIMEOUT_RANGE = (10, 7200, 30)  # seconds: min, max, step of the page's timeout field
+_SHARED = "settings_by_model"  # model digest -> the knob values entered last for it (every page's)
+
+
+def model_defaults(graph: ModelGraph | None) -> dict[str, Any]:
+    """What a model's settings are before anyone changes them: the knobs' defaults, with fp16 on for
+    a float model (float32 graphs rarely fit the HTP without it)."""
+    from dashboard.intake.shapes import is_float_model
+
+    return {**knob_defaults(), "fp16": bool(graph is not None and is_float_model(graph))}
+
+
+def shared_values(digest: str, graph: ModelGraph | None = None) -> dict[str, Any]:
+    """The knob values of the model ``digest`` that every page starts from (``model_defaults``
+    until a page stored some). The timeout is None when it is each analysis' own."""
+    stored = st.session_state.get(_SHARED, {}).get(digest)
+    return dict(stored) if stored is not None else model_defaults(graph)
+
+
+def current_settings(selected, graph: ModelGraph | None = None) -> Settings:
+    """The settings record of ``selected`` (a ``state.SelectedModel``) shared by every page: what
+    the Partitions, Timeline, Compare and Profile pages use for that model."""
+    if graph is None:
+        from dashboard.views import state
+
+        graph = state.graph_or_none(selected)
+    return Settings(**shared_values(selected.digest, graph))
+
+
+def remember_values(digest: str, values: dict[str, Any], analysis: str | None = None) -> None:
+    """Store ``values`` (knob key -> value, checked by building the record) as the model's shared
+    settings; a timeout equal to ``analysis``' own default is stored as None (each page then shows
+    its own). The address bar follows (``views.links``)."""
+    values = {key: values[key] for key in KNOB if key in values}
+    if analysis is not None and values.get("timeout") == knob_defaults(analysis)["timeout"]:
+        values["timeout"] = None
+    store: dict = st.session_state.setdefault(_SHARED, {})
+    merged = {**store.get(digest, {}), **values} if digest in store else values
+    if store.get(digest) == merged:
+        return
+    store[digest] = merged
+    from dashboard.views import links
+
+    links.write_settings(digest)
 
 
 def page_words(text: str | None) -> str | None:
@@ -76,12 +127,21 @@ class SettingsForm:
     """A page's settings widgets. ``draw(*keys)`` draws those knobs' widgets in the current
     container (the page decides the layout); ``settings()`` is the record from what was entered,
     knobs not drawn at their defaults. ``analysis`` names whose timeout is the default
-    (``knobs.TIMEOUTS``); ``defaults`` are the page's own (fp16 on for a float model)."""
+    (``knobs.TIMEOUTS``); ``defaults`` are the page's own (fp16 on for a float model).
+
+    With ``model`` (a digest) the form is that model's shared settings (``shared_values``): they
+    are its defaults (over ``defaults``) and the values of the knobs it does not draw, and
+    ``settings()`` stores what was entered back for every page, unless ``remember`` is False (a
+    form that only starts from them, as Compare's side A)."""
 
     def __init__(self, page: str, scope: str, graph: ModelGraph | None = None, *, analysis: str | None = None,
-                 defaults: dict[str, Any] | None = None) -> None:
-        self.page, self.scope, self.graph = page, scope, graph
-        self.defaults = {**knob_defaults(analysis), **(defaults or {})}
+                 defaults: dict[str, Any] | None = None, model: str | None = None, remember: bool = True) -> None:
+        self.page, self.scope, self.graph, self.analysis = page, scope, graph, analysis
+        self.model, self.remember = model, remember and model is not None
+        # Only what a page stored: before that, the page's own defaults (fp16 on for a float model).
+        self.shared = dict(st.session_state.get(_SHARED, {}).get(model) or {}) if model is not None else {}
+        self.defaults = {**knob_defaults(analysis), **(defaults or {}),
+                         **{k: v for k, v in self.shared.items() if not (k == "timeout" and v is None)}}
         self.raw: dict[str, Any] = {}
 
     def key(self, knob: Knob, name: str | None = None) -> str:
@@ -92,14 +152,21 @@ class SettingsForm:
             knob = KNOB[key]
             self.raw[key] = DRAW[knob.kind](self, knob, self.defaults[key])
 
-    def settings(self, record: type = Settings, **fields):
+    def settings(self, record: type = Settings, *, model: str | None = None, **fields):
         """``record`` (``Settings`` or one built on it) from the widgets and the page's other
-        ``fields``; a bad value is one ``UserError`` in the page's words."""
+        ``fields``; a bad value is one ``UserError`` in the page's words. Knobs not drawn take the
+        shared values of the form's model, unless ``model`` names another model (a Compare side
+        set to another file): then they take their defaults."""
         try:
             values = {key: PARSE[KNOB[key].kind](raw) for key, raw in self.raw.items()}
-            return record(**values, **fields)
+            if model is None or model == self.model:
+                values = {**{k: v for k, v in self.shared.items() if k in KNOB}, **values}
+            built = record(**values, **fields)
         except UserError as exc:
             raise worded_error(exc, PAGE) from None
+        if self.remember:
+            remember_values(self.model, values, self.analysis)
+        return built
 
 
 # -- one widget per kind of knob ------------------------------------------------------------------------
@@ -130,8 +197,9 @@ def _seconds(form: SettingsForm, knob: Knob, default) -> float:
 
 
 def _options(form: SettingsForm, knob: Knob, default) -> str:
-    return st.text_area(f"{knob.label} (KEY=VALUE per line)", key=form.key(knob), height=90, help=knob.help,
-                        placeholder="htp_graph_finalization_optimization_mode=3")
+    text = "\n".join(f"{k}={v}" for k, v in (default or {}).items())
+    return st.text_area(f"{knob.label} (KEY=VALUE per line)", value=text, key=form.key(knob), height=90,
+                        help=knob.help, placeholder="htp_graph_finalization_optimization_mode=3")
 
 
 def _dims(form: SettingsForm, knob: Knob, default) -> dict[str, int]:
@@ -170,6 +238,8 @@ def _shapes(form: SettingsForm, knob: Knob, default) -> dict[str, str]:
         shape = specs[name].shape or ()
         prefill = ", ".join(str(d) if isinstance(d, int) else str(proposed[d].value) if d in proposed else "?"
                             for d in shape)
+        if name in (default or {}):  # the model's shared settings (another page's entry, a link)
+            prefill = ", ".join(map(str, default[name]))
         out[name] = st.text_input(short(name, 40), value=prefill, key=form.key(knob, name), placeholder="e.g. 1, 576",
                                   help=f"Declared {specs[name].shape_text()}. {knob.help}.")
     return out

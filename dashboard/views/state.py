@@ -65,6 +65,16 @@ def _classifications(digest: str, path: str) -> tuple[Classification, Classifica
     return classify_ep(graph), classify_refined(graph)
 
 
+def known_as(path: str) -> str:
+    """The file name a user knows the model at ``path`` by: an upload's own file name (its copy on
+    the server is named by its digest, which means nothing to them), else ``path`` itself. For
+    download names and the report, which would otherwise say ``model-…`` and a cache path."""
+    selected = current_model()
+    if selected is not None and selected.source == "upload" and str(path) == selected.path:
+        return selected.name
+    return str(path)
+
+
 def current_model() -> SelectedModel | None:
     """The selected model, or None before the user (or the startup default) picked one."""
     return st.session_state.get(_SELECTED)
@@ -88,6 +98,15 @@ def loaded_graph() -> ModelGraph:
     except UserError as exc:  # evicted from the cache and the file changed or vanished since
         st.error(f"The selected model can no longer be read: {md(exc)}", icon=":material/error:")
         st.stop()
+
+
+def graph_or_none(selected: SelectedModel) -> ModelGraph | None:
+    """``selected``'s graph from the cache (read again if evicted), or None when it cannot be read:
+    for what only mirrors the state (the address bar), which must neither draw nor stop the page."""
+    try:
+        return _graph(selected.digest, selected.path)
+    except UserError:
+        return None
 
 
 def classifications() -> tuple[Classification, Classification]:

@@ -120,7 +120,8 @@ def _knobs(graph: ModelGraph, digest: str, hardware: str) -> TimelineOptions:
                                       help="Requests served at once (what a swap has to drain)")
     fast = top[4].selectbox("Fast backend", list(FAST_CHOICES), format_func=FAST_CHOICES.get,
                             key=f"tl_fast_{digest}")
-    form = SettingsForm("tl", digest, graph, analysis="timeline", defaults={"fp16": is_float_model(graph)})
+    form = SettingsForm("tl", digest, graph, analysis="timeline", defaults={"fp16": is_float_model(graph)},
+                        model=digest)  # the model's settings, shared with every page (views.settings)
     with st.expander("Session options, policy, shared memory, tolerance", icon=":material/tune:"):
         left, mid, right = st.columns([2, 2, 3], gap="medium")
         with left:
