@@ -133,7 +133,7 @@ TIER_MODULES = {
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",
-                  "test_sweep_simulator.py"},
+                  "test_sweep_simulator.py", "test_sweep_devices.py"},
     "slow": set(),
 }
 
@@ -161,6 +161,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
+        "test_sweep_ray.py::test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_nodes",  # + a Ray cluster
     },
     "slow": {
         # A `python -m dashboard` child per parameter set: 1 to 10 s each under load.
@@ -262,6 +263,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_jobs.py::test_a_timeline_cancelled_mid_run_stops_its_worker",  # 2.8 s
         "test_sweep.py::test_the_command_exits_2_with_one_line_and_no_traceback",  # a `python -m dashboard` child
         "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
+        "test_sweep_ray.py::test_an_unreachable_cluster_is_one_error_line_before_anything_is_written",  # a CLI child
+        "test_sweep_ray.py::test_a_sweep_without_ray_never_loads_it",  # a CLI child, 2-3 s
     },
 }
 

@@ -152,9 +152,11 @@ def _wait_started(node: Node, what: str) -> None:
 
 
 @contextmanager
-def ray_cluster(nodes: int = 2) -> Iterator[RayCluster]:
+def ray_cluster(nodes: int = 2, env: dict[str, str] | None = None) -> Iterator[RayCluster]:
     """A head on 127.0.0.1 (its dashboard off) and ``nodes - 1`` nodes joined to it, each with one
-    CPU; stopped on leaving the block, whatever happened in it."""
+    CPU, their processes (task workers included) with ``env`` added to this one's; stopped on
+    leaving the block, whatever happened in it."""
+    env = env or {}
     if not Path(RAY).exists():
         pytest.skip(f"Ray is not installed in this environment ({RAY}); `make test` installs it")
     root = Path(tempfile.mkdtemp(prefix="qlray", dir="/tmp"))
@@ -163,11 +165,11 @@ def ray_cluster(nodes: int = 2) -> Iterator[RayCluster]:
     try:
         head = _start_node(["--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                             "--include-dashboard=false", "--dashboard-port", str(free_port())],
-                           root / "head", CLIENT_ENV)
+                           root / "head", {**env, **CLIENT_ENV})
         cluster.nodes.append(head)
         _wait_started(head, "the Ray head node started")
         for index in range(1, nodes):
-            node = _start_node(["--address", f"[::ffff:127.0.0.1]:{port}"], root / f"node{index}", {})
+            node = _start_node(["--address", f"[::ffff:127.0.0.1]:{port}"], root / f"node{index}", env)
             cluster.nodes.append(node)
             _wait_started(node, f"Ray node {index} joined the head")
         wait_until(lambda: cluster.alive_nodes() == nodes, f"the head counts {nodes} nodes alive",

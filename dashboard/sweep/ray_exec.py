@@ -33,6 +33,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import platform
+import socket
 import sys
 import threading
 from dataclasses import replace
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 EXTRA = 'pip install "qnn-backend-lab[ray]" (in a checkout: pip install ".[ray]")'
 EXECUTOR = "ray"
+CONNECT_TIMEOUT_S = 10.0
 WAIT_S = 0.5  # how often the driver looks at a Cancel while it waits for a task
 _LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 
@@ -65,12 +67,38 @@ def ray_executor(address: str) -> "RayExecutor":
         import ray
     except ImportError:
         raise UserError(f"--ray needs Ray, which is not installed here: {EXTRA}") from None
+    _check_reachable(address)
     return RayExecutor(ray, address)
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``host:port`` / ``[v6]:port`` of a head's address; None for ``auto`` and ``ray://`` ones."""
+    if "://" in address or address == "auto":
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UserError(f"--ray {address!r}: the cluster's address is HOST:PORT of its head (or auto)")
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str) -> None:
+    """One TCP connection to the head first: Ray itself waits without end for a head that is not
+    there, and the sweep must say so in one line instead."""
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise UserError(f"--ray {address}: cannot reach the Ray cluster ({exc.strerror or exc}); is its head "
+                        f"running there (ray start --head)?") from None
 
 
 def _is_loopback(address: str) -> bool:
     host = address.split("://", 1)[-1]
     host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+    host = host.rsplit("@", 1)[-1]
     if host.lower() in _LOOPBACK_NAMES:
         return True
     try:
