@@ -196,7 +196,7 @@ def matrix(frame: pd.DataFrame):
     coverage = pd.DataFrame(float("nan"), index=text.index, columns=text.columns)
     for (model, column), cells in frame.groupby(["model", "column"]):
         parts = []
-        for row in cells.itertuples():
+        for row in cells.sort_values("analysis", ascending=False).itertuples():  # partition first
             if row.status == "failed":
                 parts.append(f"{row.analysis} failed")
             elif row.analysis == "partition" and pd.notna(row.htp_coverage):
