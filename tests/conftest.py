@@ -127,7 +127,7 @@ TIER_NAMES = {
 TIER_MODULES = {
     "board": {"test_board.py"},
     "browser": {"test_e2e_browser.py", "test_partition_e2e.py", "test_viewer_e2e.py", "test_lifecycle.py",
-                "test_listening.py"},
+                "test_listening.py", "test_sweep_e2e.py"},
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
