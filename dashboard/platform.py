@@ -321,6 +321,14 @@ def try_lock_exclusive(fd: int) -> bool:
     return True
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity on Linux (a container or ``taskset``
+    gives it fewer than the machine has), the machine's count elsewhere."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return max(os.cpu_count() or 1, 1)
+
+
 def children_cpu_seconds() -> float | None:
     """User + system CPU seconds of this process's finished children (None on Windows)."""
     if WINDOWS:

@@ -9,10 +9,16 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import onnx
 import pytest
 from sweep_helpers import chain_model, write_models, write_spec
+
+from deadlines import DEADLINE, wait_until
+from fake_workers import MARK, gone_within, processes_with_env, worker_mark  # noqa: F401 - a fixture
 
 from dashboard.cli.main import main
 from dashboard.runtime.jobs import Cancellation
@@ -92,3 +98,33 @@ def test_diff_trips_on_a_model_that_lost_htp_coverage_and_passes_on_an_unchanged
     assert diff["tripped_gates"] == {"coverage-drop": 1, "new-fallback": 1}
     assert main(["sweep", "diff", runs["old"]["out"], runs["new"]["out"]]) == 0  # no gate set: reported only
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+def test_ctrl_c_stops_the_workers_keeps_the_finished_cells_and_the_next_run_does_the_rest(tmp_path, worker_mark):
+    write_models(tmp_path / "models", 6)
+    spec, out = write_spec(tmp_path / "spec.toml", PARTITION_SPEC), tmp_path / "out"
+    command = [sys.executable, "-m", "dashboard", "sweep", str(spec), "--out", str(out), "--jobs", "2"]
+    cli = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        workers: list[int] = []
+        wait_until(lambda: len(list((out / "cells").glob("*.json"))) >= 1 if (out / "cells").is_dir() else False,
+                   "the first cell's record")
+        workers += [p for p in processes_with_env(MARK, worker_mark) if p != cli.pid]
+        cli.send_signal(signal.SIGINT)
+        _, stderr = cli.communicate(timeout=DEADLINE)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130 and stderr.strip().splitlines()[-1] == "error: interrupted", stderr
+    assert "Traceback" not in stderr and all(gone_within(pid, 5) for pid in workers)
+    # Every record written is whole and ok; the index lists them (all, or all but one whose row the
+    # interruption came before: the record is written first, and it is what the next run trusts).
+    finished = [Store(out).read(f"cells/{p.name}") for p in (out / "cells").glob("*.json")]
+    assert 1 <= len(finished) < 6 and all(r is not None and r.ok for r in finished)
+    assert len(finished) - 1 <= len(list(Store(out).results())) <= len(finished)
+    again = subprocess.run([*command, "--json"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                           text=True, timeout=DEADLINE)  # a command reaps its workers before it exits
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert (summary["reused"], summary["ran"], len(summary["cells"])) == (len(finished), 6 - len(finished), 6)

@@ -23,9 +23,15 @@ from dashboard.errors import UserError
 DIFF = "diff"
 
 
+USAGE = ("python -m dashboard sweep SPEC.toml --out DIR [--jobs N | --ray ADDRESS | --devices URL,...] [--force] "
+         "[--json]\n       python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,"
+         "verdict-change] [--json]")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = USAGE
     parser.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (TOML); or the word diff, then OLD NEW")
-    parser.add_argument("folders", nargs="*", metavar="OLD NEW", help="sweep diff: the two results folders")
+    parser.add_argument("folders", nargs="*", default=[], metavar="OLD NEW", help="sweep diff: the two results folders")
     parser.add_argument("--out", metavar="DIR", help="the results folder (created; its cells are not run again)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=_jobs, metavar="N", help="cells at a time on this machine, each in its own "

@@ -17,7 +17,7 @@ took and where it ran.
 subprocess (``runtime.jobs.run_command``), so a native crash, a hang past the timeout or a
 killed worker is that cell's ``failed`` row and the sweep goes on; a classify cell is the
 ``classify`` command's work (the weight-free reader and both classifiers, pure Python, no native
-code), done in the calling process. Bad input for one cell (a model that does not read, a shape
+code), done in the calling process, once per model content (its SoC and settings change nothing). Bad input for one cell (a model that does not read, a shape
 for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
 propagates, and a cancelled cell is not recorded, so a resumed sweep runs it.
 
@@ -28,7 +28,8 @@ Executors. An executor runs cells and yields their results as they finish::
 
 ``cells`` is consumed lazily (a sweep of thousands of cells is never a list); ``run_one(cell,
 cancel)`` is ``run_cell`` for a real sweep (a test passes a fake); ``jobs`` is how many cells
-run at once; ``progress(cell, event)`` receives each running cell's progress events (called
+run at once (0: the executor's own default, e.g. this machine's cores locally, the cluster's
+resources on Ray); ``progress(cell, event)`` receives each running cell's progress events (called
 from any thread); ``cancel`` stops every running cell's worker, after which the executor stops
 taking cells and ends (``Cancelled`` raised, or the results so far). An executor must yield one
 result per cell it took, in any order, and never let one cell's failure end the others: a cell
@@ -42,6 +43,7 @@ records each result as it arrives; an executor never touches the store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -209,14 +211,23 @@ def run_cell(cell: Cell, cancel: Cancellation | None = None, *, progress: CellPr
 
 
 def _classify(cell: Cell) -> CellResult:
+    verdicts, routes, warnings = _classified(cell.path, cell.digest)
+    return CellResult(cell=cell, status=OK, verdicts=dict(verdicts), routes=dict(routes), notes=list(warnings))
+
+
+@functools.lru_cache(maxsize=256)
+def _classified(path: str, digest: str) -> tuple[tuple, tuple, tuple]:
+    """Both classifiers' verdicts on a model, once per content digest: a model's classify cells on
+    every SoC and setting set read the same graph and get the same answer (a 100,000-node export
+    takes seconds to read). A few hundred bytes an entry; only a model that read is remembered."""
     from dashboard.classify.ep_rules import classify_ep
     from dashboard.classify.refined import classify_refined
     from dashboard.intake.reader import load_model
 
-    model = load_model(cell.path)
+    model = load_model(path)
     ep, refined = classify_ep(model), classify_refined(model)
-    return CellResult(cell=cell, status=OK, verdicts={"ep": ep.verdict, "refined": refined.verdict},
-                      routes={"ep": ep.backend, "refined": refined.backend}, notes=list(model.warnings))
+    return ((("ep", ep.verdict), ("refined", refined.verdict)), (("ep", ep.backend), ("refined", refined.backend)),
+            tuple(model.warnings))
 
 
 def _partition(cell: Cell, cancel: Cancellation, emit, use_cache: bool, device: Device | None) -> CellResult:

@@ -9,7 +9,6 @@ records the results; nothing here writes a file.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Iterable, Iterator
 
@@ -18,11 +17,10 @@ from dashboard.sweep.cells import Cell, CellProgress, CellResult, Executor, RunO
 
 
 def default_jobs() -> int:
-    """The machine's cores this process may use (its CPU affinity where the OS has one)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # macOS, Windows
-        return max(os.cpu_count() or 1, 1)
+    """The machine's cores this process may use (``platform.usable_cores``)."""
+    from dashboard.platform import usable_cores
+
+    return usable_cores()
 
 
 def run_local(cells: Iterable[Cell], run_one: RunOne, *, jobs: int | None = None,

@@ -89,8 +89,8 @@ class Spec:
         for model in self.models:
             try:
                 digest = file_digest(model.path)
-            except OSError as exc:
-                raise UserError(f"{model.name}: cannot read it ({exc.strerror or exc})") from None
+            except OSError:  # unreadable now (permissions, removed since the spec was read): its cells
+                digest = ""  # fail with the reader's own words, and run again once it reads
             for soc in self.socs:
                 for name in self.option_sets:
                     for analysis in self.analyses:

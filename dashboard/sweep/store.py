@@ -22,6 +22,7 @@ records of cells no longer in the spec stay in ``cells/`` and are not listed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from dashboard.runtime.jobs import Cancellation
     from dashboard.sweep.spec import Spec
 
-MANIFEST, CELLS, INDEX = "sweep.json", "cells", "index.parquet"
+MANIFEST, CELLS, INDEX, LOCK = "sweep.json", "cells", "index.parquet", ".lock"
 MANIFEST_SCHEMA = "sweep/1"
 ROW_GROUP = 256  # index rows kept before they are written (one Parquet row group)
 MAX_RECORD_BYTES = 64 << 20  # a record is small; a bigger file is not one of ours
@@ -78,6 +79,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("key", "string", "the cell's key: a record is reused while it matches"),
     ("record", "string", "the cell's JSON record, relative to the folder"),
 )
+
+
+_CELL = ("model", "soc", "option_set", "analysis", "digest", "version", "host", "finished")  # to name a lost record
 
 
 def index_row(result: CellResult, record: str) -> dict[str, Any]:
@@ -122,6 +126,25 @@ class Store:
             raise UserError(f"{root}: no such results folder")
         elif not (self.root / INDEX).is_file() and not (self.root / CELLS).is_dir():
             raise UserError(f"{root}: not a sweep's results folder (no {INDEX} and no {CELLS}/)")
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the folder for one run: a second sweep into the same folder at the same time would
+        interleave two indexes into one file. One ``UserError`` line when another run holds it."""
+        from dashboard import platform
+
+        path = self.root / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the folder's lock ({exc.strerror or exc})") from None
+        try:
+            if not platform.try_lock_exclusive(fd):
+                raise UserError(f"{self.root}: another sweep is writing into this folder; wait for it to end or "
+                                "give another --out")
+            yield
+        finally:
+            os.close(fd)
 
     def record_name(self, cell: Cell) -> str:
         return f"{CELLS}/{cell.cell_id}.json"
@@ -183,25 +206,32 @@ class Store:
         import pyarrow.parquet as pq
 
         try:
-            batches = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP)
+            batches = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP, columns=["record", "key", *_CELL])
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+            self.notes.append(f"{INDEX}: unreadable ({type(exc).__name__}: {exc}); read the records instead")
+            yield from self._scan()
+            return
+        try:
             for batch in batches:
                 for row in batch.to_pylist():
                     yield self._row_result(row)
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise UserError(f"{path}: the index is unreadable ({exc}); rerun the sweep to rebuild it") from None
+        except (OSError, ValueError) as exc:  # a row group damaged past the file's footer (ArrowInvalid)
+            raise UserError(f"{path}: the index is damaged ({exc}); rerun the sweep to rebuild it") from None
 
     def _row_result(self, row: dict) -> CellResult:
         name = row.get("record") or ""
         result = self.read(name) if name.startswith(f"{CELLS}/") and ".." not in name else None
-        if result is not None and result.cell.key == row.get("key"):
+        if result is not None:
+            if result.cell.key != row.get("key"):  # a run killed outright (SIGKILL) wrote it after the index
+                self.notes.append(f"{name} is newer than {INDEX} (a run that ended without writing its index); "
+                                  "rerun the sweep to refresh the index")
             return result
         from dashboard.runtime.knobs import Settings
 
         cell = Cell(model=row["model"], path="", digest=row.get("digest") or "", soc=row["soc"],
                     option_set=row["option_set"], analysis=row["analysis"], settings=Settings(soc=row["soc"]),
                     version=row.get("version") or "")
-        why = "missing or corrupt" if result is None else "of another run"
-        return CellResult.failure(cell, f"its record {name} is {why}: rerun the sweep to measure it again",
+        return CellResult.failure(cell, f"its record {name} is missing or corrupt: rerun the sweep to measure it again",
                                   host=row.get("host") or "", finished=row.get("finished") or "")
 
     def _scan(self) -> Iterator[CellResult]:
@@ -321,6 +351,11 @@ def run_sweep(spec: Spec, store: Store, *, executor: Executor | None = None, run
     time) through ``run_one`` (``run_cell``); each result is recorded and indexed as it arrives,
     and ``on_progress`` hears of every cell. Interrupted or cancelled, the records and the index
     of the cells that finished are kept (the next run resumes there) and the exception goes on."""
+    with store.writing():
+        return _run(spec, store, executor, run_one, jobs, force, on_progress, cell_progress, cancel)
+
+
+def _run(spec, store, executor, run_one, jobs, force, on_progress, cell_progress, cancel) -> Progress:
     from dashboard.runtime.jobs import Cancellation
     from dashboard.sweep.executors import run_local
 
