@@ -94,3 +94,14 @@ def test_two_devices_on_this_machine_share_the_partition_cells(tmp_path, capsys,
     assert {c["node"] for c in cells} == labels  # both devices ran cells
     assert {c["executor"] for c in cells} == {"devices"}
     assert err.count("devices: ") >= 2 and "takes the cells of the SoCs no other device is" in err
+
+
+def test_a_bad_or_repeated_device_is_one_error_line_before_anything_runs(tmp_path, capsys):
+    write_models(tmp_path / "models", 1)
+    spec = write_spec(tmp_path / "spec.toml", 'models = ["models/*.onnx"]\nsocs = ["sm8650"]\n')
+    for devices, said in (("ssh://-oProxyCommand=x", "bad host"), ("local,local", "twice"),
+                          (f"local?python={tmp_path / 'nothing'}", "not an executable file")):
+        assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--devices", devices]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: --devices") and said in err[0], err
+    assert not (tmp_path / "out").exists()

@@ -58,14 +58,20 @@ def devices_executor(urls: list[str]) -> "DevicesExecutor":
 
     if not urls:
         raise UserError("--devices needs at least one device address (local, ssh://user@host, ...)")
-    devices = [Device.parse(url) for url in urls]
+    try:
+        devices = [Device.parse(url) for url in urls]
+    except UserError as exc:
+        raise UserError(f"--devices: {exc}") from None
     seen: dict[str, str] = {}
     for url, device in zip(urls, devices):
         if device.url in seen:
             raise UserError(f"--devices names {device.label} twice ({seen[device.url]!r} and {url!r})")
         seen[device.url] = url
-    with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="sweep-probe") as pool:
-        probes = list(pool.map(lambda d: d.probe(timeout=PROBE_TIMEOUT_S), devices))
+    try:
+        with ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="sweep-probe") as pool:
+            probes = list(pool.map(lambda d: d.probe(timeout=PROBE_TIMEOUT_S), devices))
+    except UserError as exc:  # an unreachable device, a worker of another version: before any cell runs
+        raise UserError(f"--devices: {exc}") from None
     executor = DevicesExecutor([Attached(d, p, device_soc(p)) for d, p in zip(devices, probes)])
     for line in executor.describe():
         print(f"devices: {line}", file=sys.stderr, flush=True)
