@@ -10,6 +10,7 @@ from sweep_helpers import write_models, write_spec
 from streamlit.testing.v1 import AppTest
 
 from dashboard import access
+from dashboard.errors import UserError
 from dashboard.sweep.cells import CellResult, CpuNode
 from dashboard.sweep.spec import load_spec
 from dashboard.sweep.store import Store, run_sweep
@@ -117,3 +118,15 @@ def test_a_spec_runs_as_a_job_into_its_own_folder(app, root, monkeypatch):
     wait_until(lambda: (out / "index.parquet").is_file() and '"complete": true' in (out / "sweep.json").read_text(),
                "the page's sweep filled the spec's results folder")
     assert {r.htp_coverage for r in Store(out).results() if r.cell.analysis == "partition"} == {1.0, 0.5}
+
+
+def test_a_spec_whose_options_load_a_library_is_refused_from_the_page(tmp_path, root):
+    from dashboard.views.sweep import sweep_work
+
+    spec = write_spec(root / "lib.toml", SPEC + '[option_sets.custom]\nprovider_options = { backend_path = "'
+                      f'{tmp_path / "libQnnHtp.so"}" }}\n')
+    (tmp_path / "libQnnHtp.so").write_bytes(b"\x7fELF")
+    with pytest.raises(UserError) as refused:
+        sweep_work(spec, 1)
+    assert "backend_path" in str(refused.value) and "a page may not set it" in str(refused.value)
+    assert not results_folder(spec).exists()

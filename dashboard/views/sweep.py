@@ -7,7 +7,8 @@ the folders and specs the person who started the server named (``streamlit run a
 --sweep DIR_OR_SPEC``, repeatable) and those under the roots the operator allows
 (``[sweeps] roots`` in the operator's config, ``QNN_LAB_SWEEP_ROOTS``). A spec run from the page
 writes only where the server decides: ``<spec's folder>/<spec name>.results`` (run again, it
-resumes there), and its models must lie under the same root as the spec.
+resumes there), its models must lie under the same root as the spec, and its provider options
+must be ones a page may set (``qnn_options.check(origin=BROWSER)``: no library, no output path).
 
 The matrix is coloured by the HTP coverage each partition cell measured (on the HTP simulator
 here, never the NPU: the records say which hardware measured them), with the nodes left to the
@@ -28,6 +29,7 @@ import streamlit as st
 
 from dashboard import access
 from dashboard.errors import UserError
+from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import hardware_label
 from dashboard.views import jobs, state
 from dashboard.views.safe import md
@@ -310,6 +312,11 @@ def sweep_work(spec_path: Path, count: int):
     if outside and spec_path not in sweep_arguments():
         raise UserError(f"the spec names models outside {base}: {', '.join(outside[:3])}; a page runs only models "
                         "under the spec's sweep root")
+    for name, knobs in spec.option_sets.items():  # the page's click runs it: what a page may set
+        try:
+            qnn_options.check(knobs.get("provider_options", {}), origin=access.BROWSER)
+        except UserError as exc:
+            raise UserError(f"option set {name!r}: {exc} (the command line may run this spec)") from None
     out = results_folder(spec_path)
 
     def work(on_event, cancel):
