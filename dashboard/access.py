@@ -52,6 +52,7 @@ PASSWORD_HASH_ENV = "QNN_LAB_PASSWORD_HASH"
 ALLOWED_HOSTS_ENV = "QNN_LAB_ALLOWED_HOSTS"
 PYTHONS_ENV = "QNN_LAB_PYTHONS"
 KNOWN_HOSTS_ENV = "QNN_LAB_KNOWN_HOSTS"
+SWEEP_ROOTS_ENV = "QNN_LAB_SWEEP_ROOTS"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 MIN_TOKEN_LENGTH = 16
 MAX_CONFIG_BYTES = 1 << 20
@@ -70,6 +71,7 @@ class OperatorConfig:
     allowed_hosts: tuple[str, ...] = ()
     pythons: dict[str, str] = field(default_factory=dict)
     known_hosts: tuple[str, ...] = ()
+    sweep_roots: tuple[str, ...] = ()  # folders whose sweep specs and results folders a page may open
     source: str = "defaults"
 
     def __post_init__(self) -> None:
@@ -107,6 +109,15 @@ class OperatorConfig:
     def python_path(self, name: str) -> str | None:
         """The interpreter the operator listed as ``name`` (None: not listed)."""
         return self.pythons.get(name)
+
+    def sweep_root_of(self, path: str | os.PathLike) -> str | None:
+        """The operator's sweep root that holds ``path`` (symlinks resolved), or None."""
+        target = Path(os.path.realpath(Path(path).expanduser()))
+        for root in self.sweep_roots:
+            base = Path(os.path.realpath(Path(root).expanduser()))
+            if target == base or base in target.parents:
+                return root
+        return None
 
     def known_hosts_allowed(self, path: str) -> bool:
         """Whether ``path`` is one of the known_hosts files the operator allows from a page."""
@@ -191,7 +202,8 @@ def _read_file(path: Path, explicit: bool) -> dict:
 
 _FILE_KEYS = {"auth": {"token": "token", "password_hash": "password_hash"},
               "server": {"allowed_hosts": "allowed_hosts"},
-              "devices": {"pythons": "pythons", "known_hosts": "known_hosts"}}
+              "devices": {"pythons": "pythons", "known_hosts": "known_hosts"},
+              "sweeps": {"roots": "sweep_roots"}}
 
 
 def _from_file(data: dict, path: Path) -> dict:
@@ -239,6 +251,8 @@ def _from_env(environ) -> dict:
         values["pythons"] = pairs
     if environ.get(KNOWN_HOSTS_ENV):
         values["known_hosts"] = tuple(p for p in environ[KNOWN_HOSTS_ENV].split(os.pathsep) if p)
+    if environ.get(SWEEP_ROOTS_ENV):
+        values["sweep_roots"] = tuple(p for p in environ[SWEEP_ROOTS_ENV].split(os.pathsep) if p)
     return values
 
 

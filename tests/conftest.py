@@ -127,16 +127,14 @@ TIER_NAMES = {
 TIER_MODULES = {
     "board": {"test_board.py"},
     "browser": {"test_e2e_browser.py", "test_partition_e2e.py", "test_viewer_e2e.py", "test_lifecycle.py",
-                "test_listening.py",
+                "test_listening.py", "test_sweep_e2e.py",
                 "test_profile_e2e.py", "test_pick_e2e.py", "test_link_e2e.py"},
     "ssh": {"test_devices_ssh.py"},
     "simulator": {"test_partition_analysis.py", "test_partition_worker.py", "test_partition_page.py",
-        "test_page_state.py::test_dimensions_applied_on_partitions_are_the_timelines_and_compares",  # analyses
-        "test_page_state.py::test_the_node_picker_and_the_details_agree_before_and_after_a_new_analysis",  # analyses
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",
-                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py"},
+                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py", "test_sweep_devices.py"},
     "slow": set(),
 }
 
@@ -164,11 +162,14 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_cli.py::test_readable_report",  # 4.4 s
         "test_knobs.py::test_a_timeline_takes_input_shapes_and_the_optimization_level",
         "test_snippet.py::test_the_snippet_creates_the_session_on_the_htp_simulator",
+        "test_page_state.py::test_dimensions_applied_on_partitions_are_the_timelines_and_compares",  # analyses
+        "test_page_state.py::test_the_node_picker_and_the_details_agree_before_and_after_a_new_analysis",  # analyses
         "test_profile_page.py::test_a_real_profile_on_the_htp_simulator_through_the_page",
         "test_profile_page.py::test_a_profile_keeps_running_while_the_user_is_on_another_page",
         "test_timeline_workload.py::test_the_simulator_default_workload_serves_after_the_swap",
         "test_timeline_workload.py::test_the_cached_strategy_measures_the_compiled_context",
         "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
+        "test_sweep_ray.py::test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_nodes",  # + a Ray cluster
     },
     "slow": {
         "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest
@@ -275,6 +276,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_profile_page.py::test_the_time_left_follows_the_pace_of_the_runs",  # 6 s: two paced runs
         "test_sweep.py::test_the_command_exits_2_with_one_line_and_no_traceback",  # a `python -m dashboard` child
         "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
+        "test_sweep_ray.py::test_an_unreachable_cluster_is_one_error_line_before_anything_is_written",  # a CLI child
+        "test_sweep_ray.py::test_a_sweep_without_ray_never_loads_it",  # a CLI child, 2-3 s
     },
 }
 

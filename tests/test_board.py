@@ -132,3 +132,21 @@ def test_timeline_serves_on_the_cpu_and_says_why_migration_failed(board, model):
     assert {r["backend"] for r in run["requests"]} == {"cpu"}
     assert run["metrics"]["failed"] == 0 and not any(e["kind"] == "swap" for e in run["events"])
 
+
+
+def test_the_board_takes_devices_cells_of_a_sweep(board, model, tmp_path):
+    """``sweep --devices``: the board's probe names no known SoC, so it takes every cell; its
+    partition cell runs there (the HTP fails with the board's reason: a failed row), its classify
+    cell is ok, and both records name the board as the node that ran them."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'models = ["{model}"]\nsocs = ["qcs6490"]\n', encoding="utf-8")
+    done = cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--devices", board["url"], "--json", timeout=1200,
+               env={"QNN_LAB_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    cells = {c["analysis"]: c for c in json.loads(done.stdout)["cells"]}
+    label = Device.parse(board["url"]).label
+    assert {c["node"] for c in cells.values()} == {label} and {c["executor"] for c in cells.values()} == {"devices"}
+    assert cells["classify"]["status"] == "ok"
+    partition = cells["partition"]
+    assert partition["status"] == "failed" and NO_DSP in partition["reason"], partition
+    assert "takes the cells of the SoCs no other device is" in done.stderr

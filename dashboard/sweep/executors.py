@@ -12,7 +12,6 @@ from __future__ import annotations
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Iterable, Iterator
 
-from dashboard.errors import UserError
 from dashboard.runtime.jobs import Cancellation, Cancelled
 from dashboard.sweep.cells import Cell, CellProgress, CellResult, Executor, RunOne
 
@@ -75,14 +74,18 @@ def _one(run_one: RunOne, cell: Cell, cancel: Cancellation) -> CellResult | None
         return CellResult.failure(cell, f"internal error ({type(exc).__name__}: {exc})")
 
 
-# -- the other executors: filled in by their own change ----------------------------------------------------
+# -- the other executors: each in its own module, imported only when asked for ---------------------------
 def ray_executor(address: str) -> Executor:
-    """The executor for ``--ray ADDRESS`` (or ``auto``): cells as Ray tasks on an existing cluster."""
-    raise UserError(f"--ray {address}: running cells on a Ray cluster is not available in this version; "
-                    "use --jobs N")
+    """The executor for ``--ray ADDRESS`` (or ``auto``): cells as Ray tasks on an existing cluster
+    (``dashboard.sweep.ray_exec``, the only module that imports Ray)."""
+    from dashboard.sweep.ray_exec import ray_executor as connect
+
+    return connect(address)
 
 
 def devices_executor(urls: list[str]) -> Executor:
-    """The executor for ``--devices URL,...``: each device takes the cells of its own SoC."""
-    raise UserError(f"--devices {','.join(urls)}: running cells on attached devices is not available in this "
-                    "version; use --jobs N")
+    """The executor for ``--devices URL,...``: each device takes the cells of its own SoC
+    (``dashboard.sweep.device_exec``)."""
+    from dashboard.sweep.device_exec import devices_executor as attach
+
+    return attach(urls)

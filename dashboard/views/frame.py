@@ -48,6 +48,7 @@ PAGES = (
     PageSpec("pages/devices.py", "Devices", ":material/devices:"),
     PageSpec("pages/timeline.py", "Timeline", ":material/timeline:"),
     PageSpec("pages/compare.py", "Compare", ":material/compare:"),
+    PageSpec("pages/sweep.py", "Sweep", ":material/grid_view:"),
 )
 
 

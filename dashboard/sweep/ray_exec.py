@@ -1,0 +1,278 @@
+"""``--ray ADDRESS``: a sweep's cells as tasks on an existing Ray cluster.
+
+Why each piece:
+
+- Ray is an optional extra (``pip install "qnn-backend-lab[ray]"``) and this is the only module
+  that imports it, when ``--ray`` is given: a sweep without it, the dashboard and the other
+  commands never load it (``tests/test_layering.py``).
+- A task does what a local cell does: ``run_cell`` on that node, whose QNN work runs in the
+  project's runtime worker subprocess there. A native crash or hang of the QNN runtime costs that
+  cell (a ``failed`` row), never the Ray worker; a Ray worker or node that dies all the same is
+  that cell's ``failed`` row too (tasks are not retried: a retried crash would crash again).
+- A model goes to the cluster once per content digest: the driver reads it and ``ray.put``s it
+  into the object store the first time a cell of that digest is sent, and every task of that
+  model gets the same object; a node writes it once into its own cache
+  (``<QNN_LAB_CACHE>/sweep-models/<digest>/``), checked against the digest. The driver drops its
+  reference once the sweep has moved past that model, so the object store holds the models of
+  the cells in flight, not the zoo. (A model's external-data files do not travel: such a model is
+  a failed cell on the cluster, and runs with ``--jobs``.)
+- The nodes run the driver's own code: the ``dashboard`` package goes with the job
+  (``runtime_env`` ``py_modules``), so a cell's key (which includes the project's version) means
+  the same everywhere. The nodes need the project's dependencies (onnxruntime-qnn) installed.
+- A loopback address (``127.0.0.1:PORT``, a cluster on this machine) makes Ray a single-machine
+  client (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, Ray's own switch): without it Ray replaces the
+  loopback address by the machine's network address and never reaches a head listening on
+  loopback. Ray's usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``): no outside request.
+- As many cells run at once as the cluster has CPUs (each task asks for one), taken lazily from
+  the sweep. Ctrl-C or a Cancel cancels the tasks in flight (``ray.cancel(force=True)``: their Ray
+  workers end, and each runtime worker exits when its stdin closes).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import platform
+import socket
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from dashboard.errors import UserError
+from dashboard.sweep.cells import Cell, CellProgress, CellResult, RunOne
+
+if TYPE_CHECKING:
+    from dashboard.runtime.jobs import Cancellation
+
+EXTRA = 'pip install "qnn-backend-lab[ray]" (in a checkout: pip install ".[ray]")'
+EXECUTOR = "ray"
+CONNECT_TIMEOUT_S = 10.0
+WAIT_S = 0.5  # how often the driver looks at a Cancel while it waits for a task
+_LOOPBACK_NAMES = ("localhost", "ip6-localhost")
+
+
+def ray_executor(address: str) -> "RayExecutor":
+    """Connected to the cluster at ``address`` (``host:port`` of its head, ``ray://...`` for Ray
+    Client, or ``auto``: the cluster ``ray start`` left on this machine, or ``RAY_ADDRESS``);
+    one ``UserError`` line when Ray is missing or the cluster cannot be reached."""
+    address = (address or "").strip()
+    if not address:
+        raise UserError("--ray needs the cluster's address (HOST:PORT of its head) or auto")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if _is_loopback(address):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--ray needs Ray, which is not installed here: {EXTRA}") from None
+    _check_reachable(address)
+    return RayExecutor(ray, address)
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``host:port`` / ``[v6]:port`` of a head's address; None for ``auto`` and ``ray://`` ones."""
+    if "://" in address or address == "auto":
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UserError(f"--ray {address!r}: the cluster's address is HOST:PORT of its head (or auto)")
+    return host.strip("[]"), int(port)
+
+
+def _check_reachable(address: str) -> None:
+    """One TCP connection to the head first: Ray itself waits without end for a head that is not
+    there, and the sweep must say so in one line instead."""
+    target = _host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise UserError(f"--ray {address}: cannot reach the Ray cluster ({exc.strerror or exc}); is its head "
+                        f"running there (ray start --head)?") from None
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://", 1)[-1]
+    host = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+    host = host.rsplit("@", 1)[-1]
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class RayExecutor:
+    """A ``cells.Executor`` on one Ray cluster. ``shipped``: the models (by digest) this executor
+    put into the object store, ``cells``: the cells it sent (the README's per-cell figures)."""
+
+    def __init__(self, ray, address: str) -> None:
+        self.ray = ray
+        self.address = address
+        self.shipped = 0
+        self.cells = 0
+        self._connect()
+
+    def _connect(self) -> None:
+        import dashboard
+
+        package = Path(dashboard.__file__).resolve().parent
+        try:
+            self.ray.init(address=self.address, log_to_driver=False, logging_level="WARNING",
+                          runtime_env={"py_modules": [str(package)], "excludes": ["__pycache__", "*.pyc"]})
+        except Exception as exc:  # noqa: BLE001 - ConnectionError, ValueError, Ray's own: one line
+            raise UserError(f"--ray {self.address}: cannot reach the Ray cluster ({_first_line(exc)})") from None
+        self._task = self.ray.remote(num_cpus=1, max_retries=0)(run_on_node)
+
+    def width(self) -> int:
+        """Cells in flight: the cluster's CPUs (each task takes one)."""
+        return max(int(self.ray.cluster_resources().get("CPU", 1)), 1)
+
+    def __call__(self, cells: Iterable[Cell], run_one: RunOne, *, jobs: int = 0,
+                 progress: CellProgress | None = None, cancel: Cancellation | None = None) -> Iterator[CellResult]:
+        from dashboard.runtime.jobs import Cancellation
+
+        cancel = cancel or Cancellation()
+        width = jobs or self.width()
+        models = _Shipments(self.ray)
+        source = iter(cells)
+        running: dict = {}  # ObjectRef -> Cell
+        try:
+            while True:
+                while len(running) < width and not cancel.cancelled:
+                    cell = next(source, None)
+                    if cell is None:
+                        break
+                    try:
+                        model = models.ref(cell)
+                    except OSError as exc:
+                        yield CellResult.failure(cell, f"cannot read the model to send it to the cluster "
+                                                       f"({exc.strerror or exc})", executor=EXECUTOR)
+                        continue
+                    running[self._task.remote(cell, model, run_one)] = cell
+                    self.cells += 1
+                if not running:
+                    break
+                done, _ = self.ray.wait(list(running), num_returns=1, timeout=WAIT_S)
+                if cancel.cancelled:
+                    break
+                for ref in done:
+                    cell = running.pop(ref)
+                    models.finished(cell)
+                    yield self._collect(ref, cell)
+            cancel.check()
+        finally:
+            for ref in running:
+                self.ray.cancel(ref, force=True)
+            self.shipped = models.count
+            models.clear()
+            self.close()
+            print(f"ray: {self.shipped} model(s) sent to the cluster's object store for {self.cells} cell(s)",
+                  file=sys.stderr, flush=True)
+
+    def _collect(self, ref, cell: Cell) -> CellResult:
+        """The task's result; a task that died (its Ray worker or node gone) is a failed row."""
+        try:
+            return self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, NodeDiedError ...
+            return CellResult.failure(cell, f"the Ray task failed: {_first_line(exc)}", executor=EXECUTOR)
+
+    def close(self) -> None:
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:400]
+
+
+class _Shipments:
+    """The object-store copy of each model in flight, put once per digest. Cells come model by
+    model, so a digest's object is dropped once none of its cells runs and a later model's cell
+    has been sent (the sweep moved on); a model met again is put again."""
+
+    def __init__(self, ray) -> None:
+        self.ray = ray
+        self.count = 0
+        self._refs: dict[str, list] = {}  # digest -> [ObjectRef, cells in flight]
+        self._latest: str | None = None
+        self._lock = threading.Lock()
+
+    def ref(self, cell: Cell):
+        with self._lock:
+            entry = self._refs.get(cell.digest)
+            if entry is None:
+                data = Path(cell.path).read_bytes()
+                entry = self._refs[cell.digest] = [self.ray.put(data), 0]
+                self.count += 1
+                del data
+            entry[1] += 1
+            previous, self._latest = self._latest, cell.digest
+            if previous is not None and previous != cell.digest:
+                self._drop_idle(keep=cell.digest)
+            return entry[0]
+
+    def finished(self, cell: Cell) -> None:
+        with self._lock:
+            entry = self._refs.get(cell.digest)
+            if entry is not None:
+                entry[1] -= 1
+            self._drop_idle(keep=self._latest)
+
+    def _drop_idle(self, keep: str | None) -> None:
+        for digest in [d for d, (_, n) in self._refs.items() if n <= 0 and d != keep]:
+            del self._refs[digest]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._refs.clear()
+
+
+# -- on the node -------------------------------------------------------------------------------------
+def run_on_node(cell: Cell, model: bytes, run_one: RunOne) -> CellResult:
+    """A Ray task: ``run_one`` on this node's copy of the model, the record naming the node."""
+    import ray
+
+    from dashboard.runtime.jobs import Cancellation
+
+    context = ray.get_runtime_context()
+    where = f"{context.get_node_id()} ({ray.util.get_node_ip_address()})"
+    try:
+        local = node_copy(cell.digest, Path(cell.path).name, model)
+    except (OSError, ValueError) as exc:
+        return CellResult.failure(cell, f"cannot store the model on the Ray node: {exc}", executor=EXECUTOR,
+                                  node=where)
+    result = run_one(replace(cell, path=str(local)), Cancellation())
+    result.cell = cell  # the record names the model as the spec does, not the node's copy
+    result.executor, result.node, result.host = EXECUTOR, where, platform.node()
+    return result
+
+
+def node_copy(digest: str, name: str, data: bytes) -> Path:
+    """This node's file for ``digest``, written once (atomically, so two tasks of the model on one
+    node never read half a file) and checked against the digest it was sent under."""
+    from dashboard.intake.digest import content_hasher
+
+    if not digest.isalnum() or "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise ValueError(f"refusing digest {digest!r} / name {name!r}")
+    cache = Path(os.environ.get("QNN_LAB_CACHE") or Path.home() / ".cache" / "qnn-backend-lab")
+    folder = cache / "sweep-models" / digest
+    target = folder / name
+    if target.is_file() and target.stat().st_size == len(data):
+        return target
+    hasher = content_hasher()
+    hasher.update(data)
+    if hasher.hexdigest() != digest:
+        raise ValueError(f"the model's bytes do not match its digest {digest}")
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.part"
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
+    return target
+

@@ -1,0 +1,356 @@
+"""Sweep page: a sweep's results folder as a matrix of models × (SoC, setting set), a spec run in
+the background, and the diff of two results folders.
+
+What a page may open. A results folder or a spec is a path on the server, and a page may be
+someone else's (``dashboard.access``), so the page never takes a typed path: it offers, by name,
+the folders and specs the person who started the server named (``streamlit run app.py --
+--sweep DIR_OR_SPEC``, repeatable) and those under the roots the operator allows
+(``[sweeps] roots`` in the operator's config, ``QNN_LAB_SWEEP_ROOTS``). A spec run from the page
+writes only where the server decides: ``<spec's folder>/<spec name>.results`` (run again, it
+resumes there), its models must lie under the same root as the spec, and its provider options
+must be ones a page may set (``qnn_options.check(origin=BROWSER)``: no library, no output path).
+
+The matrix is coloured by the HTP coverage each partition cell measured (on the HTP simulator
+here, never the NPU: the records say which hardware measured them), with the nodes left to the
+CPU and the classifiers' verdicts in each cell's text. A cell opens its model on the Partitions
+page with that SoC and setting set in the form (nothing runs until Apply).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import access
+from dashboard.errors import UserError
+from dashboard.runtime import qnn_options
+from dashboard.runtime.socs import hardware_label
+from dashboard.views import jobs, state
+from dashboard.views.safe import md
+
+SLOT = "sweep_job"
+SEARCH_DEPTH = 3  # folders below a root searched for specs and results folders
+MAX_FOUND = 200
+RESULTS_SUFFIX = ".results"
+GOOD, PARTIAL, POOR = 0.999, 0.8, 0.0  # coverage shades: all on the HTP, most, less
+
+
+def sweep_arguments(argv: list[str] | None = None) -> list[Path]:
+    """``--sweep PATH`` (repeatable) from the script arguments: the terminal's own folders/specs."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--sweep", action="append", default=[])
+    given = parser.parse_known_args(sys.argv[1:] if argv is None else argv)[0].sweep
+    return [Path(p).expanduser().resolve() for p in given]
+
+
+def _is_results(folder: Path) -> bool:
+    return (folder / "index.parquet").is_file() or (folder / "sweep.json").is_file()
+
+
+def _walk(root: Path, depth: int = SEARCH_DEPTH):
+    """Folders and files below ``root``, ``depth`` levels deep, symlinks not followed."""
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_symlink():
+            continue
+        yield entry
+        if depth > 1 and entry.is_dir() and not _is_results(entry):
+            yield from _walk(entry, depth - 1)
+
+
+@dataclass(frozen=True)
+class Offered:
+    """What the page may open: results folders and specs, each by the name the page shows."""
+
+    folders: dict[str, Path]
+    specs: dict[str, Path]
+
+
+def offered(argv: list[str] | None = None) -> Offered:
+    folders: dict[str, Path] = {}
+    specs: dict[str, Path] = {}
+    for path in sweep_arguments(argv):
+        if path.is_dir():
+            folders[f"{path} (command line)"] = path
+        elif path.suffix == ".toml" and path.is_file():
+            specs[f"{path} (command line)"] = path
+    for root in access.operator().sweep_roots:
+        base = Path(root).expanduser().resolve()
+        for entry in _walk(base):
+            if len(folders) + len(specs) >= MAX_FOUND:
+                break
+            if entry.is_dir() and _is_results(entry):
+                folders.setdefault(f"{root} › {entry.relative_to(base)}", entry)
+            elif entry.suffix == ".toml" and entry.is_file():
+                specs.setdefault(f"{root} › {entry.relative_to(base)}", entry)
+    for name, spec in list(specs.items()):  # a spec's own results folder, once it ran
+        out = results_folder(spec)
+        if _is_results(out) and out not in folders.values():
+            folders[name.removesuffix(" (command line)") + RESULTS_SUFFIX] = out
+    return Offered(folders, specs)
+
+
+def results_folder(spec: Path) -> Path:
+    """Where a page's run of ``spec`` writes: decided here, never typed."""
+    return spec.parent / f"{spec.stem}{RESULTS_SUFFIX}"
+
+
+# -- the page ------------------------------------------------------------------------------------------
+def render() -> None:
+    st.title("Sweep", anchor=False)
+    st.caption("A model zoo × SoCs × setting sets: which models the HTP takes whole, what falls back to the "
+               "CPU, and what changed between two runs. Coverage is **measured** on the hardware each record "
+               "names (here the HTP simulator, never the NPU).")
+    found = offered()
+    if not found.folders and not found.specs:
+        st.info("No sweep to open. Start the dashboard with `-- --sweep RESULTS_DIR` (or a spec), or have the "
+                f"operator allow a folder ({access.SWEEP_ROOTS_ENV} or [sweeps] roots in "
+                f"{md(access.config_path())}); `python -m dashboard sweep SPEC.toml --out DIR` fills one.",
+                icon=":material/info:")
+        return
+    results_tab, run_tab, diff_tab = st.tabs(["Results", "Run a spec", "Diff two runs"])
+    with results_tab:
+        _results(found)
+    with run_tab:
+        _run(found)
+    with diff_tab:
+        _diff(found)
+
+
+def _load(folder: Path) -> pd.DataFrame:
+    from dashboard.sweep.store import Store
+
+    store = Store(folder)
+    frame = store.index()
+    for note in store.notes[:5]:
+        st.warning(md(note), icon=":material/warning:")
+    return frame
+
+
+def _results(found: Offered) -> None:
+    if not found.folders:
+        st.info("No results folder yet: run a spec.", icon=":material/info:")
+        return
+    name = st.selectbox("Results folder", list(found.folders), key="sw_folder")
+    folder = found.folders[name]
+    try:
+        frame = _load(folder)
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    if frame.empty:
+        st.info("This folder has no cells yet.", icon=":material/info:")
+        return
+    frame = _filters(frame)
+    hardware = sorted({hardware_label(h) for h in frame["hardware"].dropna().unique()})
+    st.markdown(f"**{len(frame)} cells** · {int((frame['status'] == 'failed').sum())} failed · measured on "
+                f"{md(', '.join(hardware) or 'no hardware (classify only)')}")
+    st.dataframe(matrix(frame), key="sw_matrix")
+    st.caption("Each cell: the HTP coverage of the partition cell (share of the model's nodes the HTP claims), "
+               "the nodes left to the CPU, and the two classifiers' verdicts (EP rules / refined). Green: the whole "
+               "model on the HTP; amber: most of it; red: less; grey: failed or not partitioned.")
+    _open_cell(frame, folder)
+    failed = frame[frame["status"] == "failed"]
+    if not failed.empty:
+        with st.expander(f"Failed cells ({len(failed)})", icon=":material/error:"):
+            st.dataframe(failed[["model", "soc", "option_set", "analysis", "reason"]], hide_index=True)
+    stem = Path(folder).name
+    left, right = st.columns(2)
+    left.download_button("Download CSV", frame.to_csv(index=False).encode(), f"{stem}-sweep.csv", "text/csv",
+                         icon=":material/download:", key="sw_csv")
+    right.download_button("Download Parquet", _parquet(frame), f"{stem}-sweep.parquet",
+                          "application/vnd.apache.parquet", icon=":material/download:", key="sw_parquet")
+
+
+def _parquet(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _filters(frame: pd.DataFrame) -> pd.DataFrame:
+    columns = st.columns(4)
+    picks = {}
+    for column, (field, label) in zip(columns, (("model", "Models"), ("soc", "SoCs"), ("option_set", "Setting sets"),
+                                                 ("status", "Status"))):
+        values = sorted(frame[field].dropna().unique())
+        picks[field] = column.multiselect(label, values, default=values, key=f"sw_filter_{field}")
+    keep = pd.Series(True, index=frame.index)
+    for field, values in picks.items():
+        keep &= frame[field].isin(values)
+    return frame[keep]
+
+
+def matrix(frame: pd.DataFrame):
+    """Models × (SoC · setting set): each cell's text and its colour by HTP coverage (a Styler)."""
+    frame = frame.assign(column=frame["soc"] + " · " + frame["option_set"])
+    keys = frame[["model", "column"]].drop_duplicates()
+    text = pd.DataFrame("", index=sorted(keys["model"].unique()), columns=sorted(keys["column"].unique()))
+    coverage = pd.DataFrame(float("nan"), index=text.index, columns=text.columns)
+    for (model, column), cells in frame.groupby(["model", "column"]):
+        parts = []
+        for row in cells.sort_values("analysis", ascending=False).itertuples():  # partition first
+            if row.status == "failed":
+                parts.append(f"{row.analysis} failed")
+            elif row.analysis == "partition" and pd.notna(row.htp_coverage):
+                coverage.loc[model, column] = row.htp_coverage
+                parts.append(f"HTP {row.htp_coverage:.0%} · {int(row.cpu_nodes or 0)} on CPU")
+            elif row.analysis == "classify":
+                parts.append(f"{row.verdict_ep} / {row.verdict_refined}")
+        text.loc[model, column] = " · ".join(parts)
+
+    def colour(_):
+        return coverage.map(_shade)
+
+    return text.style.apply(colour, axis=None)
+
+
+def _shade(value: float) -> str:
+    if pd.isna(value):
+        return "background-color: #e0e0e0; color: #333"
+    if value >= GOOD:
+        return "background-color: #b7e1b0; color: #111"
+    if value >= PARTIAL:
+        return "background-color: #ffe08a; color: #111"
+    return "background-color: #f4a6a6; color: #111"
+
+
+def _open_cell(frame: pd.DataFrame, folder: Path) -> None:
+    """Pick a cell and open its model on the Partitions page with its SoC and setting set."""
+    rows = frame[frame["analysis"] == "partition"].drop_duplicates(["model", "soc", "option_set"])
+    if rows.empty:
+        return
+    labels = {f"{r.model} · {r.soc} · {r.option_set}": r.record for r in rows.itertuples()}
+    with st.container(border=True):
+        pick = st.selectbox("Open a cell on the Partitions page", list(labels), key="sw_open_pick")
+        if st.button("Open on Partitions", icon=":material/call_split:", key="sw_open"):
+            try:
+                open_on_partitions(folder, labels[pick])
+            except UserError as exc:
+                st.error(md(exc), icon=":material/error:")
+
+
+def open_on_partitions(folder: Path, record: str) -> None:
+    """Select the cell's model and put its SoC and setting set into the Partitions form (the
+    form's widgets take these values when the page draws them; nothing runs until Apply)."""
+    from dashboard.sweep.store import Store
+
+    result = Store(folder).read(record)
+    if result is None:
+        raise UserError(f"the cell's record {record} cannot be read")
+    cell = result.cell
+    selected = state.select(cell.path, Path(cell.path).name, "path")
+    if selected.digest != cell.digest:
+        st.warning("The model changed since the sweep measured it: the Partitions page measures it as it is now.",
+                   icon=":material/warning:")
+    settings = cell.settings
+    scope = selected.digest
+    st.session_state[f"pt_soc_{scope}"] = settings.soc
+    st.session_state[f"pt_fp16_{scope}"] = bool(settings.fp16)
+    st.session_state[f"pt_backends_{scope}"] = list(settings.backends)
+    st.session_state[f"pt_level_{scope}"] = settings.optimization_level
+    st.session_state[f"pt_opts_{scope}"] = "\n".join(f"{k}={v}" for k, v in settings.provider_options.items())
+    st.switch_page("pages/partitions.py")
+
+
+# -- running a spec ------------------------------------------------------------------------------------
+@dataclass
+class SweepStep:
+    """A sweep's progress as a job's step (``runtime.jobs.Step``)."""
+
+    stage: str
+    progress: float
+
+
+def _run(found: Offered) -> None:
+    job = jobs.current(SLOT)
+    if job is not None:
+        result = jobs.finished(SLOT, job, again="Start the sweep again to resume it.")
+        if result is not None:
+            st.success(f"Done: {md(result)}", icon=":material/check_circle:")
+    if not found.specs:
+        st.info("No spec to run: the command line or the operator's sweep roots name none.", icon=":material/info:")
+        return
+    with st.form("sw_run"):
+        name = st.selectbox("Spec", list(found.specs), key="sw_spec")
+        from dashboard.sweep.executors import default_jobs
+
+        count = st.number_input("Cells at a time (local workers)", 1, max(default_jobs(), 1), 1, key="sw_jobs")
+        started = st.form_submit_button("Run the sweep", type="primary", icon=":material/play_arrow:")
+    st.caption("Results go to the spec's own folder, `<spec>.results` (a run again resumes there); cells run here "
+               "on this machine's HTP simulator.")
+    if started:
+        spec = found.specs[name]
+        try:
+            work = sweep_work(spec, int(count))
+        except UserError as exc:
+            st.error(md(exc), icon=":material/error:")
+            return
+        jobs.start(SLOT, str(spec), f"Sweep {spec.name}", work)
+        st.rerun()
+
+
+def sweep_work(spec_path: Path, count: int):
+    """The job's work: the spec checked now (one error before anything runs), its models under the
+    spec's root, the cells into ``results_folder``."""
+    from dashboard.sweep.spec import load_spec
+    from dashboard.sweep.store import Store, run_sweep
+
+    spec = load_spec(spec_path)
+    root = access.operator().sweep_root_of(spec_path)
+    base = Path(root).expanduser().resolve() if root else spec_path.parent
+    outside = [m.name for m in spec.models if base != m.path and base not in m.path.parents]
+    if outside and spec_path not in sweep_arguments():
+        raise UserError(f"the spec names models outside {base}: {', '.join(outside[:3])}; a page runs only models "
+                        "under the spec's sweep root")
+    for name, knobs in spec.option_sets.items():  # the page's click runs it: what a page may set
+        try:
+            qnn_options.check(knobs.get("provider_options", {}), origin=access.BROWSER)
+        except UserError as exc:
+            raise UserError(f"option set {name!r}: {exc} (the command line may run this spec)") from None
+    out = results_folder(spec_path)
+
+    def work(on_event, cancel):
+        def progress(p) -> None:
+            eta = "" if p.eta is None else f", about {jobs.duration(p.eta)} left"
+            on_event(SweepStep(f"{p.done}/{p.total} cells ({p.failed} failed){eta}", p.done / max(p.total, 1)))
+
+        done = run_sweep(spec, Store(out, create=True), jobs=count, on_progress=progress, cancel=cancel)
+        return f"{done.done}/{done.total} cells, {done.ran} ran, {done.reused} reused, {done.failed} failed, in {out.name}"
+
+    return work
+
+
+# -- diff ----------------------------------------------------------------------------------------------
+def _diff(found: Offered) -> None:
+    if len(found.folders) < 2:
+        st.info("Two results folders are needed for a diff.", icon=":material/info:")
+        return
+    names = list(found.folders)
+    left, right, gates_column = st.columns([2, 2, 2])
+    old = left.selectbox("Old (e.g. the release)", names, key="sw_diff_old")
+    new = right.selectbox("New (e.g. the pull request)", names, index=1, key="sw_diff_new")
+    gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates")
+    from dashboard.sweep.diff import diff_folders, parse_gates, render_text
+
+    try:
+        result = diff_folders(str(found.folders[old]), str(found.folders[new]), parse_gates(gates))
+    except UserError as exc:
+        st.error(md(exc), icon=":material/error:")
+        return
+    tripped = result.tripped
+    if tripped:
+        st.error(f"{len(tripped)} change(s) trip a gate: `sweep diff` would exit 1.", icon=":material/error:")
+    else:
+        st.success("No gate trips: `sweep diff` would exit 0.", icon=":material/check_circle:")
+    st.code("\n".join(render_text(result)), language=None)
+

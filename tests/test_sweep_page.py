@@ -1,0 +1,132 @@
+"""The Sweep page under AppTest: it offers only the folders and specs the command line or the
+operator's sweep roots name, draws the matrix from a results folder (coverage, CPU nodes,
+verdicts), filters it, shows the diff of two runs with its gates, opens a cell on the Partitions
+page with the cell's SoC, and runs a spec as a background job into the spec's own folder."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_helpers import write_models, write_spec
+from streamlit.testing.v1 import AppTest
+
+from dashboard import access
+from dashboard.errors import UserError
+from dashboard.sweep.cells import CellResult, CpuNode
+from dashboard.sweep.spec import load_spec
+from dashboard.sweep.store import Store, run_sweep
+from dashboard.views.sweep import offered, results_folder
+
+SPEC = 'models = ["models/*.onnx"]\nsocs = ["sm8650", "sc8380xp"]\n'
+
+
+def fake(coverage: dict[str, float]):
+    """A runner without workers: partition cells get ``coverage`` per model, one Erf on the CPU
+    below 1.0; classify cells a verdict."""
+
+    def run_one(cell, cancel):
+        if cell.analysis == "classify":
+            return CellResult(cell=cell, status="ok", verdicts={"ep": "NonGenAI", "refined": "NonGenAI"},
+                              routes={"ep": "htp", "refined": "htp"})
+        share = coverage[cell.model]
+        cpu = [] if share == 1.0 else [CpuNode("erf2", "Erf", "Operators of type `Erf` are not supported")]
+        return CellResult(cell=cell, status="ok", htp_coverage=share, htp_claimed=int(share * 4), htp_nodes=4,
+                          cpu_nodes=cpu, hardware="simulator")
+
+    return run_one
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """An operator's sweep root with a spec, its results, and a second run where model 1 lost coverage."""
+    base = tmp_path / "sweeps"
+    write_models(base / "models", 2)
+    spec = write_spec(base / "zoo.toml", SPEC)
+    run_sweep(load_spec(spec), Store(results_folder(spec), create=True),
+              run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 1.0}))
+    run_sweep(load_spec(spec), Store(base / "pr-run", create=True),
+              run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 0.75}))
+    monkeypatch.setenv(access.SWEEP_ROOTS_ENV, str(base))
+    access.reload()
+    return base
+
+
+def page(app) -> AppTest:
+    at = app()
+    at.switch_page("pages/sweep.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_only_the_command_lines_and_the_operators_folders_are_offered(tmp_path, root):
+    elsewhere = tmp_path / "elsewhere"
+    write_models(elsewhere / "models", 1)
+    other = write_spec(elsewhere / "other.toml", SPEC)
+    found = offered([])
+    assert set(found.folders.values()) == {results_folder(root / "zoo.toml"), root / "pr-run"}
+    assert set(found.specs.values()) == {root / "zoo.toml"}
+    with_cli = offered(["--sweep", str(other)])
+    assert other in with_cli.specs.values()  # the terminal named it
+
+
+def test_the_matrix_shows_coverage_cpu_nodes_and_verdicts_and_filters(app, root):
+    at = page(app)
+    at.selectbox(key="sw_folder").set_value(next(o for o in at.selectbox(key="sw_folder").options
+                                                 if o.endswith("pr-run"))).run()
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["sc8380xp · default", "sm8650 · default"]
+    assert table.loc["models/model_001.onnx", "sm8650 · default"] == "HTP 75% · 1 on CPU · NonGenAI / NonGenAI"
+    assert table.loc["models/model_000.onnx", "sm8650 · default"].startswith("HTP 100% · 0 on CPU")
+    assert any("measured on HTP simulator" in m.value for m in at.markdown)
+    at.multiselect(key="sw_filter_soc").set_value(["sm8650"]).run()
+    assert list(at.dataframe[0].value.columns) == ["sm8650 · default"]
+    assert {"Download CSV", "Download Parquet"} <= {b.label for b in at.get("download_button")}
+
+
+def test_the_diff_names_the_model_that_lost_coverage_and_trips(app, root):
+    at = page(app)
+    names = at.selectbox(key="sw_diff_old").options
+    at.selectbox(key="sw_diff_old").set_value(next(n for n in names if n.endswith("zoo.results")))
+    at.selectbox(key="sw_diff_new").set_value(next(n for n in names if n.endswith("pr-run"))).run()
+    assert at.error and "trip a gate" in at.error[0].value
+    assert "models/model_001.onnx" in at.code[0].value
+
+
+def test_a_cell_opens_on_the_partitions_page_with_its_soc(app, root):
+    at = page(app)
+    picks = at.selectbox(key="sw_open_pick").options
+    at.selectbox(key="sw_open_pick").set_value(next(p for p in picks if "model_001" in p and "sm8650" in p))
+    at.button(key="sw_open").click().run()
+    assert not at.exception, at.exception
+    soc = [s for s in at.selectbox if s.key and s.key.startswith("pt_soc_")]
+    assert soc and soc[0].value == "sm8650"
+
+
+def test_a_spec_runs_as_a_job_into_its_own_folder(app, root, monkeypatch):
+    import shutil
+
+    import dashboard.sweep.store as store
+    from deadlines import wait_until
+
+    real = store.run_sweep
+    runner = fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 0.5})
+    monkeypatch.setattr(store, "run_sweep", lambda spec, where, **kw: real(spec, where, **{**kw, "run_one": runner}))
+    out = results_folder(root / "zoo.toml")
+    shutil.rmtree(out)
+    at = page(app)
+    next(b for b in at.button if b.label == "Run the sweep").click().run()
+    assert not at.exception, at.exception
+    wait_until(lambda: (out / "index.parquet").is_file() and '"complete": true' in (out / "sweep.json").read_text(),
+               "the page's sweep filled the spec's results folder")
+    assert {r.htp_coverage for r in Store(out).results() if r.cell.analysis == "partition"} == {1.0, 0.5}
+
+
+def test_a_spec_whose_options_load_a_library_is_refused_from_the_page(tmp_path, root):
+    from dashboard.views.sweep import sweep_work
+
+    spec = write_spec(root / "lib.toml", SPEC + '[option_sets.custom]\nprovider_options = { backend_path = "'
+                      f'{tmp_path / "libQnnHtp.so"}" }}\n')
+    (tmp_path / "libQnnHtp.so").write_bytes(b"\x7fELF")
+    with pytest.raises(UserError) as refused:
+        sweep_work(spec, 1)
+    assert "backend_path" in str(refused.value) and "a page may not set it" in str(refused.value)
+    assert not results_folder(spec).exists()
