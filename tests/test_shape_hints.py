@@ -53,10 +53,12 @@ def test_an_ocr_recogniser_collapsed_to_one_pixel_is_warned_and_defaults_to_a_te
     assert "is 1" in hint.message or "are 1" in hint.message
     assert "OCR text line 48×320" in hint.message  # the preset to try
     dims = resolve_dims(graph, {})
-    assert not shape_hints.hints(graph, dims)  # the defaults are not degenerate
+    shapes = shape_hints.default_shapes(graph, dims)  # the form's prefill for inputs with a ? dimension
+    assert None not in shapes.get(graph.inputs[0].name, ())
+    assert not shape_hints.hints(graph, dims, shapes)  # the defaults are not degenerate
     image = graph.inputs[0]
-    width = dims.get(image.shape[3], image.shape[3])
-    height = dims.get(image.shape[2], image.shape[2])
+    shape = shape_hints.effective_shape(image, dims, shapes)
+    width, height = shape[3], shape[2]
     assert width > height > 1  # a text line: wider than high
     assert any(p.title.startswith("OCR text line 48×320") for p in shape_hints.presets(graph))
 

@@ -201,6 +201,26 @@ def _image_preset(image: TensorSpec, h_axis: int, w_axis: int, hw: tuple[int, in
     return Preset(title, dims)
 
 
+def default_shapes(graph: ModelGraph, dims: dict[str, int]) -> dict[str, tuple[int | None, ...]]:
+    """A proposed whole shape for each input with an unnamed (``?``) dimension: its fixed sizes,
+    its named dimensions as resolved (``dims``), and, for the image input of a known family, the
+    family's first preset (an OCR recogniser exported with a ``?`` height gets 48, not a field the
+    user must guess). None where nothing is known: the user decides. Why here: the form's prefill
+    and the warnings then judge the same shape."""
+    first = next((p for p in presets(graph) if p.shapes), None)
+    out: dict[str, tuple[int | None, ...]] = {}
+    for spec in graph.inputs:
+        shape = spec.shape or ()
+        if not any(d is None for d in shape):
+            continue
+        if first is not None and spec.name in first.shapes:
+            out[spec.name] = tuple(first.shapes[spec.name])
+            continue
+        out[spec.name] = tuple(d if isinstance(d, int) and d >= 0 else dims.get(d) if isinstance(d, str) else None
+                               for d in shape)
+    return out
+
+
 # -- warnings ------------------------------------------------------------------------------------------------
 def effective_shape(spec: TensorSpec, dims: dict[str, int], shapes: dict[str, tuple[int, ...]]) -> list[int | None]:
     """The shape an analysis gives ``spec``: its whole shape if set, else its dimensions resolved."""
@@ -247,11 +267,16 @@ def _image_hints(graph: ModelGraph, image: TensorSpec, dims: dict[str, int], sha
                  and not isinstance(image.shape[axis], int)]
     if collapsed:
         fix = presets(graph)[:1]
-        names = " and ".join("height" if a == h_axis else "width" for a in collapsed)
         suggestion = f" Try {fix[0].text()}." if fix else " Set the image size the model is served at."
-        out.append(ShapeHint(image.name, f"Input {image.name} would be analysed at {_shape(shape)}: its {names} "
-                                         f"{'is' if len(collapsed) == 1 else 'are'} 1, so every convolution sees one "
-                                         f"pixel.{suggestion}",
+        sides = " and ".join(f"its {'height' if a == h_axis else 'width'} is "
+                             f"{'1' if shape[a] == 1 else 'not fixed (?)'}" for a in collapsed)
+        why = []
+        if any(shape[a] == 1 for a in collapsed):
+            why.append("a side of 1 means every convolution sees one pixel")
+        if any(shape[a] is None for a in collapsed):
+            why.append("QNN compiles static shapes only, and a ? left open is no size the model is served at")
+        out.append(ShapeHint(image.name, f"Input {image.name} would be analysed at {_shape(shape)}: {sides}; "
+                                         f"{'; '.join(why)}.{suggestion}",
                              fix[0].dims if fix else {}, fix[0].shapes if fix else {}))
     size = declared_size(graph)
     if size is not None and family(graph) == "detector" and not collapsed:

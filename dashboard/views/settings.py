@@ -225,8 +225,11 @@ def _shapes(form: SettingsForm, knob: Knob, default) -> dict[str, str]:
 
     if form.graph is None:
         return {}
+    from dashboard.intake.shape_hints import default_shapes
+
     proposed = default_dims(form.graph)
     unnamed = unnamed_dynamic_inputs(form.graph)
+    known = default_shapes(form.graph, {name: d.value for name, d in proposed.items()})
     if not unnamed:
         if not proposed:
             st.markdown("All input shapes are static.")
@@ -236,8 +239,7 @@ def _shapes(form: SettingsForm, knob: Knob, default) -> dict[str, str]:
     out = {}
     for name in unnamed:
         shape = specs[name].shape or ()
-        prefill = ", ".join(str(d) if isinstance(d, int) else str(proposed[d].value) if d in proposed else "?"
-                            for d in shape)
+        prefill = ", ".join("?" if d is None else str(d) for d in known.get(name, shape))
         if name in (default or {}):  # the model's shared settings (another page's entry, a link)
             prefill = ", ".join(map(str, default[name]))
         out[name] = st.text_input(short(name, 40), value=prefill, key=form.key(knob, name), placeholder="e.g. 1, 576",
