@@ -42,6 +42,7 @@ SEARCH_DEPTH = 3  # folders below a root searched for specs and results folders
 MAX_FOUND = 200
 RESULTS_SUFFIX = ".results"
 GOOD, PARTIAL, POOR = 0.999, 0.8, 0.0  # coverage shades: all on the HTP, most, less
+ORDER = {"partition": 0, "classify": 1, "profile": 2}  # a matrix cell's text: coverage first, as coloured
 
 
 def sweep_arguments(argv: list[str] | None = None) -> list[Path]:
@@ -206,7 +207,8 @@ def matrix(frame: pd.DataFrame):
     coverage = pd.DataFrame(float("nan"), index=text.index, columns=text.columns)
     for (model, column), cells in frame.groupby(["model", "column"]):
         parts = []
-        for row in cells.sort_values("analysis", ascending=False).itertuples():  # partition first
+        order = cells["analysis"].map(ORDER).fillna(len(ORDER))
+        for row in cells.assign(_order=order).sort_values("_order").itertuples():  # partition first
             if row.status == "failed":
                 parts.append(f"{row.analysis} failed")
             elif row.analysis == "partition" and pd.notna(row.htp_coverage):
