@@ -234,8 +234,15 @@ def _profiled(row) -> str:
     top, share = getattr(row, "top_node", None), getattr(row, "top_node_share", None)
     text = f"{_compact(total)} {label}"
     if top and share is not None and pd.notna(share):
-        text += f" · top {top} {share:.0%}"
+        text += f" · top {_leaf(top)} {share:.0%}"
     return text
+
+
+def _leaf(name: str) -> str:
+    """A node's name without its name scope (``/layers.0/attention/MatMul`` -> ``…/MatMul``), so a
+    matrix cell stays readable; the index and the records keep the whole name."""
+    head, sep, leaf = name.rstrip("/").rpartition("/")
+    return f"…/{leaf}" if sep and head else name
 
 
 def _compact(value: float) -> str:
