@@ -121,11 +121,13 @@ def test_the_index_has_the_profile_figures_with_their_unit_and_hardware(tmp_path
 
 
 # -- sweep diff ----------------------------------------------------------------------------------------------
-def side(total: float, hardware: str = SIMULATOR_HARDWARE, top: str = "Transpose", model: str = "m.onnx"):
+def side(total: float, hardware: str = SIMULATOR_HARDWARE, top: str = "Transpose", model: str = "m.onnx",
+         second: str = "relu0"):
     label = "simulated HTP cycles" if hardware == SIMULATOR_HARDWARE else f"HTP cycles on {hardware}"
     return CellResult(cell=cell(model), status="ok", hardware="simulator",
                       costs=[BackendCost("htp", "ok", "cycles", hardware, label, total)],
-                      top_nodes=[TopNode(top, "Transpose", "htp", "cycles", total * 0.6, 0.6)])
+                      top_nodes=[TopNode(top, "Transpose", "htp", "cycles", total * 0.6, 0.6),
+                                 TopNode(second, "Relu", "htp", "cycles", total * 0.3, 0.3)])
 
 
 def test_diff_reports_profile_changes_and_cycles_rise_gates_only_like_with_like():
@@ -147,6 +149,12 @@ def test_diff_reports_profile_changes_and_cycles_rise_gates_only_like_with_like(
     assert "a.onnx" in text and "not comparable" in text and "gate: TRIPPED" in text
     ungated = diff_results(old, new)
     assert not ungated.tripped and len(ungated.changes) == len(diff.changes)  # informative without a gate
+
+
+def test_two_near_equal_nodes_swapping_first_place_is_not_reported():
+    swapped = diff_results([side(1000.0, top="/layer.0/Softmax", second="/layer.1/Softmax")],
+                           [side(1000.0, top="/layer.1/Softmax", second="/layer.0/Softmax")])
+    assert not swapped.changes
 
 
 def test_a_profile_cell_that_now_fails_trips_cycles_rise_and_nothing_else_does():

@@ -155,16 +155,19 @@ class _Side:
     verdicts: dict[str, str]
     costs: dict[str, tuple[float, str, str, str]] = field(default_factory=dict)  # backend -> total, unit, hw, label
     top: dict[str, tuple[str, float]] = field(default_factory=dict)  # backend -> costliest node, its share
+    ranked: dict[str, set[str]] = field(default_factory=dict)  # backend -> its costliest nodes kept
 
     @classmethod
     def of(cls, result: CellResult) -> "_Side":
         costs = {c.backend: (c.total, c.unit, c.hardware, c.label) for c in result.costs
                  if c.status == "ok" and c.total is not None}
         top: dict[str, tuple[str, float]] = {}
+        ranked: dict[str, set[str]] = {}
         for node in result.top_nodes:
             top.setdefault(node.backend, (node.name, node.share))
+            ranked.setdefault(node.backend, set()).add(node.name)
         return cls(result.ok, result.reason, result.htp_coverage, {n.node: n.op_type for n in result.cpu_nodes},
-                   dict(result.verdicts), costs, top)
+                   dict(result.verdicts), costs, top, ranked)
 
 
 def diff_results(old: Iterable[CellResult], new: Iterable[CellResult], gates: Gates | None = None, *,
@@ -235,7 +238,8 @@ def _partition_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> l
 
 def _profile_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change]:
     """Each backend's total that moved (same unit and hardware only; else said not comparable) and
-    a new costliest node. Only the HTP's cycles are gated (``cycles-rise``)."""
+    a new costliest node (one the old costliest is not even next to). Only the HTP's cycles are
+    gated (``cycles-rise``)."""
     changes = []
     for backend in dict.fromkeys([*old.costs, *new.costs]):
         before, after = old.costs.get(backend), new.costs.get(backend)
@@ -257,7 +261,9 @@ def _profile_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> lis
                                old=a, new=b, gate=gate))
     for backend, (name, share) in new.top.items():
         was = old.top.get(backend)
-        if was is not None and was[0] != name:
+        # Only when the old costliest node left the new run's top rows: two near-equal nodes (the
+        # same Softmax in two layers) swap places from run to run, which is noise, not news.
+        if was is not None and was[0] != name and was[0] not in new.ranked.get(backend, set()):
             changes.append(_change(key, "top-node", f"{backend.upper()} costliest node {was[0]} ({was[1]:.0%}) -> "
                                    f"{name} ({share:.0%})", old=was[0], new=name))
     return changes
