@@ -167,3 +167,27 @@ def test_a_profile_cell_carries_simulated_htp_cycles_and_the_top_nodes_of_the_pr
     assert main(["sweep", str(spec), "--out", str(out), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["ran"] == 1 and again["cells"][0]["runs"] == 3
+
+
+def test_a_worker_killed_mid_profile_cell_is_one_failed_row_and_the_other_profiles_stand(tmp_path):
+    write_models(tmp_path / "models", 2)
+    spec = load_spec(write_spec(tmp_path / "spec.toml", PROFILE_SPEC.format(runs=1)))
+    victim, killed = "models/model_001.onnx", []
+
+    def run_one(cell, cancel):
+        mine = Cancellation()
+
+        def progress(c, event):
+            if c.model == victim and not killed:
+                for pid in mine.pids:  # the profile's worker has started its session
+                    os.killpg(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+        return run_cell(cell, mine, progress=progress)
+
+    progress = run_sweep(spec, Store(tmp_path / "out", create=True), run_one=run_one, jobs=1)
+    assert killed, "the victim's worker was never seen running"
+    results = {r.cell.model: r for r in Store(tmp_path / "out").results()}
+    assert progress.done == 2 and not results[victim].ok and "SIGKILL" in results[victim].reason
+    survivor = results["models/model_000.onnx"]
+    assert survivor.ok and survivor.cost("htp").label == "simulated HTP cycles" and survivor.cost("htp").total > 0
