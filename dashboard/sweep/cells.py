@@ -21,8 +21,8 @@ code), done in the calling process, once per model content (its SoC and settings
 profile cell is ``profile.run.profile_model`` (the ``profile`` command's work, ``Cell.runs`` timed
 runs) in the worker subprocess, like a partition cell, so a crash is one failed row too: a cell
 keeps each backend's total in its own unit with the hardware that measured it (on this host
-"simulated HTP cycles", never a time) and the top nodes with their share. Bad input for one cell (a model that does not read, a shape
-for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
+"simulated HTP cycles", never a time) and the top nodes with their share. Bad input for one
+cell (a model that does not read, a shape for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
 propagates, and a cancelled cell is not recorded, so a resumed sweep runs it.
 
 Executors. An executor runs cells and yields their results as they finish::
