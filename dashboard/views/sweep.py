@@ -390,7 +390,10 @@ def _diff(found: Offered) -> None:
     left, right, gates_column = st.columns([2, 2, 2])
     old = left.selectbox("Old (e.g. the release)", names, key="sw_diff_old")
     new = right.selectbox("New (e.g. the pull request)", names, index=1, key="sw_diff_new")
-    gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates")
+    gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates",
+                                    help="Also cycles-rise=PCT: a profile cell's HTP total rose by more than PCT "
+                                         "percent (simulated HTP cycles against simulated HTP cycles only; they move "
+                                         "a few percent run to run, so PCT above that, e.g. 10).")
     from dashboard.sweep.diff import diff_folders, parse_gates, render_text
 
     try:
