@@ -39,3 +39,29 @@ def write_spec(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def two_input_model() -> onnx.ModelProto:
+    """``x`` [batch, 8] + ``y`` [?, 8]: a named dimension (a dims setting) and an unnamed one (a
+    shapes setting), what a cell opened on the Partitions page must carry."""
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"], name="add0")], "two",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8]),
+                               helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def fake_profile(cell, total: float):
+    """A profile cell's row as ``run_cell`` makes it from a worker's profile, without a worker:
+    ``total`` simulated HTP cycles, 3/4 on the input Transpose the EP inserts, the GPU failing as
+    it does on this host."""
+    from dashboard.profile.model import SIMULATOR_HARDWARE, BackendProfile, NodeCost, Profile, with_shares
+    from dashboard.sweep.cells import profile_result
+
+    backends = {"htp": BackendProfile(status="ok", hardware=SIMULATOR_HARDWARE, unit="cycles", total=total, runs=3),
+                "gpu": BackendProfile(status="failed", hardware="no QNN GPU on this x86_64 host", unit="us",
+                                      reason="the QNN GPU backend does not initialize here")}
+    nodes = [NodeCost("Transpose", "Transpose", "htp", "cycles", total * 0.75, inserted=True),
+             NodeCost("add0", "Add", "htp", "cycles", total * 0.25)]
+    return profile_result(cell, Profile(model=cell.model, runs=3, backends=backends,
+                                        nodes=with_shares(nodes, backends)))

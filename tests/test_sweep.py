@@ -250,11 +250,21 @@ def test_json_lists_every_cell_with_its_verdicts(zoo, tmp_path, capsys):
     assert again["ran"] == 0 and again["reused"] == 6 and order(again["cells"]) == order(data["cells"])
 
 
-def test_the_other_executors_are_one_error_line_until_they_exist(zoo, tmp_path, capsys):
-    for flag, value in (("--ray", "auto"), ("--devices", "ssh://board")):
-        assert main(["sweep", str(zoo), "--out", str(tmp_path / "out"), flag, value]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and flag in err[0]
+@pytest.mark.parametrize("flag, value, named", [
+    ("--ray", " ", "--ray needs the cluster's address"),
+    ("--devices", "telnet://127.0.0.1", "telnet://127.0.0.1"),
+    ("--devices", "ssh://127.0.0.1:notaport", "notaport"),
+    ("--devices", "local,local", "twice"),
+])
+def test_an_executor_address_refused_before_any_network_is_one_error_line_and_nothing_is_written(
+        zoo, tmp_path, capsys, flag, value, named):
+    """A bad ``--ray``/``--devices`` address is refused as it is read (no name resolved, no
+    connection tried; the unreachable cluster and device are their own modules' tests)."""
+    out = tmp_path / "out"
+    assert main(["sweep", str(zoo), "--out", str(out), flag, value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and named in err[0], err
+    assert not (out / "cells").exists() or not any((out / "cells").iterdir())
 
 
 # -- sweep diff (the pure function; the simulator test trips it on a real model) ----------------------------
@@ -366,7 +376,7 @@ def test_the_readme_documents_every_index_column_and_the_gates():
             if line.startswith("| `") and line.count("|") == 4]
     assert [name for name, _, _ in COLUMNS] == [r for r in rows if r in {n for n, _, _ in COLUMNS}]
     assert {name for name, _, _ in COLUMNS} <= set(rows)
-    for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change"):
+    for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change", "cycles-rise=PCT"):
         assert f"| `{gate}` |" in section
 
 

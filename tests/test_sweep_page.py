@@ -1,12 +1,15 @@
 """The Sweep page under AppTest: it offers only the folders and specs the command line or the
 operator's sweep roots name, draws the matrix from a results folder (coverage, CPU nodes,
-verdicts), filters it, shows the diff of two runs with its gates, opens a cell on the Partitions
-page with the cell's SoC, and runs a spec as a background job into the spec's own folder."""
+verdicts, a profiled cell's simulated HTP cycles labelled as such), filters it, shows the diff of
+two runs with its gates, opens a cell on the Partitions page with the cell's SoC, dims and shapes
+(the model's shared settings, which the address bar carries), and runs a spec as a background
+job into the spec's own folder."""
 
 from __future__ import annotations
 
 import pytest
-from sweep_helpers import write_models, write_spec
+import onnx
+from sweep_helpers import fake_profile, two_input_model, write_models, write_spec
 from streamlit.testing.v1 import AppTest
 
 from dashboard import access
@@ -21,9 +24,11 @@ SPEC = 'models = ["models/*.onnx"]\nsocs = ["sm8650", "sc8380xp"]\n'
 
 def fake(coverage: dict[str, float]):
     """A runner without workers: partition cells get ``coverage`` per model, one Erf on the CPU
-    below 1.0; classify cells a verdict."""
+    below 1.0; classify cells a verdict; profile cells 12.7M simulated HTP cycles."""
 
     def run_one(cell, cancel):
+        if cell.analysis == "profile":
+            return fake_profile(cell, 12_700_000.0)
         if cell.analysis == "classify":
             return CellResult(cell=cell, status="ok", verdicts={"ep": "NonGenAI", "refined": "NonGenAI"},
                               routes={"ep": "htp", "refined": "htp"})
@@ -130,3 +135,44 @@ def test_a_spec_whose_options_load_a_library_is_refused_from_the_page(tmp_path, 
         sweep_work(spec, 1)
     assert "backend_path" in str(refused.value) and "a page may not set it" in str(refused.value)
     assert not results_folder(spec).exists()
+
+
+PROFILED = ('models = ["models/*.onnx"]\nsocs = ["sm8650", "sc8380xp"]\nanalyses = ["partition", "profile"]\n'
+            '[option_sets.b2]\ndims = { batch = 2 }\nshapes = { y = [2, 8] }\n')
+
+
+@pytest.fixture
+def profiled(tmp_path, monkeypatch):
+    """A sweep root whose one model has a named and an unnamed dimension, swept with partition and
+    profile cells under a setting set that fixes both."""
+    base = tmp_path / "sweeps"
+    (base / "models").mkdir(parents=True)
+    onnx.save(two_input_model(), base / "models" / "two.onnx")
+    spec = write_spec(base / "zoo.toml", PROFILED)
+    run_sweep(load_spec(spec), Store(results_folder(spec), create=True), run_one=fake({"models/two.onnx": 0.5}))
+    monkeypatch.setenv(access.SWEEP_ROOTS_ENV, str(base))
+    access.reload()
+    return base
+
+
+def test_a_profiled_cell_shows_its_simulated_cycles_labelled_as_such(app, profiled):
+    at = page(app)
+    text = at.dataframe[0].value.loc["models/two.onnx", "sm8650 · b2"]
+    assert text == "HTP 50% · 1 on CPU · 12.7M simulated HTP cycles · top Transpose 75%"
+    assert any("never a time" in c.value for c in at.caption)
+    assert not any(word in text for word in (" ms", " µs", " s "))
+
+
+def test_a_cell_opens_on_the_partitions_page_with_its_dims_and_shapes(app, profiled):
+    at = page(app)
+    picks = at.selectbox(key="sw_open_pick").options
+    at.selectbox(key="sw_open_pick").set_value(next(p for p in picks if "sc8380xp" in p)).run()
+    at.button(key="sw_open").click().run()
+    assert not at.exception, at.exception
+    widgets = {w.key: w for w in [*at.number_input, *at.text_input, *at.selectbox] if w.key}
+    batch = next(w for k, w in widgets.items() if k.startswith("pt_dim_") and k.endswith("_batch"))
+    shape = next(w for k, w in widgets.items() if k.startswith("pt_shape_") and k.endswith("_y"))
+    soc = next(w for k, w in widgets.items() if k.startswith("pt_soc_"))
+    assert (batch.value, shape.value.replace(" ", ""), soc.value) == (2, "2,8", "sc8380xp")
+    assert at.query_params.get("dim.batch") in ("2", ["2"]) and at.query_params.get("soc") in ("sc8380xp",
+                                                                                              ["sc8380xp"])

@@ -128,3 +128,66 @@ def test_ctrl_c_stops_the_workers_keeps_the_finished_cells_and_the_next_run_does
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
     assert (summary["reused"], summary["ran"], len(summary["cells"])) == (len(finished), 6 - len(finished), 6)
+
+
+PROFILE_SPEC = 'models = ["models/*.onnx"]\nsocs = ["sm8650"]\nanalyses = ["profile"]\n[profile]\nruns = {runs}\n'
+
+
+def test_a_profile_cell_carries_simulated_htp_cycles_and_the_top_nodes_of_the_profile_command(tmp_path, capsys):
+    """A real profile cell in the runtime worker: its HTP total is labelled simulated HTP cycles
+    (never a time), its top node is the ``profile`` capability's own on the same settings, the
+    index carries the same figures, and a resumed sweep reuses the cell until its runs change."""
+    from dashboard.profile.model import SIMULATOR_HARDWARE
+    from dashboard.profile.run import profile_model
+    from dashboard.runtime.knobs import Settings
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "models").mkdir()
+    shutil.copy(root / "samples" / "cnn_classifier.onnx", tmp_path / "models" / "cnn.onnx")
+    spec = write_spec(tmp_path / "spec.toml", PROFILE_SPEC.format(runs=2))
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--jobs", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    [cell] = json.loads(captured.out)["cells"]
+    assert cell["status"] == "ok" and cell["analysis"] == "profile" and cell["runs"] == 2, cell
+    htp = cell["backends"]["htp"]
+    assert (htp["status"], htp["unit"], htp["hardware"], htp["label"]) == ("ok", "cycles", SIMULATOR_HARDWARE,
+                                                                          "simulated HTP cycles")
+    assert htp["total"] > 0 and "simulated HTP cycles" in captured.err
+    top = [n for n in cell["top_nodes"] if n["backend"] == "htp"]
+    assert top and all(0 < n["share"] <= 1 for n in top) and sum(n["share"] for n in top) <= 1 + 1e-6
+    assert [n["median"] for n in top] == sorted((n["median"] for n in top), reverse=True)
+    direct = profile_model(tmp_path / "models" / "cnn.onnx", Settings(soc="sm8650"), runs=2)
+    assert top[0]["name"] == direct.top(1, backend="htp")[0].name
+    row = Store(out).index().iloc[0]
+    assert (row["htp_total"], row["htp_label"], row["top_node"]) == (htp["total"], htp["label"], top[0]["name"])
+    assert main(["sweep", str(spec), "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ran"] == 0
+    write_spec(spec, PROFILE_SPEC.format(runs=3))
+    assert main(["sweep", str(spec), "--out", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["ran"] == 1 and again["cells"][0]["runs"] == 3
+
+
+def test_a_worker_killed_mid_profile_cell_is_one_failed_row_and_the_other_profiles_stand(tmp_path):
+    write_models(tmp_path / "models", 2)
+    spec = load_spec(write_spec(tmp_path / "spec.toml", PROFILE_SPEC.format(runs=1)))
+    victim, killed = "models/model_001.onnx", []
+
+    def run_one(cell, cancel):
+        mine = Cancellation()
+
+        def progress(c, event):
+            if c.model == victim and not killed:
+                for pid in mine.pids:  # the profile's worker has started its session
+                    os.killpg(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+        return run_cell(cell, mine, progress=progress)
+
+    progress = run_sweep(spec, Store(tmp_path / "out", create=True), run_one=run_one, jobs=1)
+    assert killed, "the victim's worker was never seen running"
+    results = {r.cell.model: r for r in Store(tmp_path / "out").results()}
+    assert progress.done == 2 and not results[victim].ok and "SIGKILL" in results[victim].reason
+    survivor = results["models/model_000.onnx"]
+    assert survivor.ok and survivor.cost("htp").label == "simulated HTP cycles" and survivor.cost("htp").total > 0

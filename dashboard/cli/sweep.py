@@ -2,7 +2,8 @@
 folder, and ``sweep diff`` between two folders, the CI gate.
 
     python -m dashboard sweep SPEC.toml --out DIR [--jobs N | --ray ADDRESS | --devices URL,...] [--force] [--json]
-    python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,verdict-change] [--json]
+    python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT]
+        [--json]
 
 The spec is checked whole before any cell runs (a missing model, an unknown SoC, a bad setting:
 one ``error:`` line, exit 2, nothing written). Progress goes to stderr, a line per cell run with
@@ -25,7 +26,7 @@ DIFF = "diff"
 
 USAGE = ("python -m dashboard sweep SPEC.toml --out DIR [--jobs N | --ray ADDRESS | --devices URL,...] [--force] "
          "[--json]\n       python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,"
-         "verdict-change] [--json]")
+         "verdict-change,cycles-rise=PCT] [--json]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="run every cell again, also those already in DIR")
     parser.add_argument("--fail-on", metavar="GATES", help="sweep diff: exit 1 when one of these trips: "
                         "coverage-drop=PCT (HTP coverage fell by more than PCT points), new-fallback (a node newly "
-                        "left to the CPU), verdict-change (a classifier's verdict changed)")
+                        "left to the CPU), verdict-change (a classifier's verdict changed), cycles-rise=PCT (a profile "
+                        "cell's HTP total rose by more than PCT percent; same unit and hardware only)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.set_defaults(run=run)
 
@@ -114,10 +116,17 @@ def _finding(result) -> str:
         return (f"ok, HTP claims {result.htp_claimed}/{result.htp_nodes} nodes ({result.htp_coverage:.1%}) on the "
                 f"HTP simulator" if result.hardware == "simulator" else
                 f"ok, HTP claims {result.htp_claimed}/{result.htp_nodes} nodes ({result.htp_coverage:.1%})")
+    if result.cell.analysis == "profile":
+        return "ok, " + "; ".join(_cost(c) for c in result.costs if c.status == "ok" and c.total is not None)
     if result.verdicts:
         return "ok, " + ", ".join(f"{name} {verdict} -> {result.routes.get(name, '?')}"
                                   for name, verdict in result.verdicts.items())
     return "ok"
+
+
+def _cost(cost) -> str:
+    """``HTP 12,708,096 simulated HTP cycles``: a total always with the words of what it is."""
+    return f"{cost.backend.upper()} {cost.total:,.0f} {cost.label}"
 
 
 def _duration(seconds: float) -> str:

@@ -9,16 +9,20 @@ SoC, set name, analysis): the store keeps one record per ``cell_id``, and ``swee
 matches cells of two runs by it.
 
 A ``CellResult`` is the cell with ``status`` ``ok`` or ``failed`` (and the one-line ``reason``),
-the HTP coverage and the nodes left to the CPU (partition), the verdicts (classify), the time it
-took and where it ran.
+the HTP coverage and the nodes left to the CPU (partition), the verdicts (classify), the cost per
+backend and the costliest nodes (profile), the time it took and where it ran.
 
 ``run_cell(cell)`` does one cell's work with the project's own machinery: a partition cell is
 ``partition.analysis.analyze`` on this machine, whose QNN work runs in the runtime worker
 subprocess (``runtime.jobs.run_command``), so a native crash, a hang past the timeout or a
 killed worker is that cell's ``failed`` row and the sweep goes on; a classify cell is the
 ``classify`` command's work (the weight-free reader and both classifiers, pure Python, no native
-code), done in the calling process, once per model content (its SoC and settings change nothing). Bad input for one cell (a model that does not read, a shape
-for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
+code), done in the calling process, once per model content (its SoC and settings change nothing); a
+profile cell is ``profile.run.profile_model`` (the ``profile`` command's work, ``Cell.runs`` timed
+runs) in the worker subprocess, like a partition cell, so a crash is one failed row too: a cell
+keeps each backend's total in its own unit with the hardware that measured it (on this host
+"simulated HTP cycles", never a time) and the top nodes with their share. Bad input for one
+cell (a model that does not read, a shape for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
 propagates, and a cancelled cell is not recorded, so a resumed sweep runs it.
 
 Executors. An executor runs cells and yields their results as they finish::
@@ -65,7 +69,8 @@ if TYPE_CHECKING:
 
 SCHEMA = "sweep-cell/1"
 OK, FAILED = "ok", "failed"
-Analysis = Literal["classify", "partition"]
+Analysis = Literal["classify", "partition", "profile"]
+TOP_NODES = 3  # a profile cell's costliest nodes kept per backend
 
 
 @dataclass
@@ -81,13 +86,19 @@ class Cell(Record):
     analysis: Analysis
     settings: Settings
     version: str = __version__
+    runs: int | None = None  # profile cells: timed runs (the spec's [profile] runs)
+    warmup: int | None = None  # profile cells: untimed runs first
 
     @property
     def key(self) -> str:
         """What decides the result: a record with another key is stale (the model's content, the
-        set's knobs or the project's version changed). The timeout is not part of it."""
-        return _hash({"model": self.model, "digest": self.digest, "soc": self.soc, "analysis": self.analysis,
-                      "settings": self.settings.result_json(), "version": self.version})
+        set's knobs, a profile's run counts or the project's version changed). The timeout is not
+        part of it."""
+        data = {"model": self.model, "digest": self.digest, "soc": self.soc, "analysis": self.analysis,
+                "settings": self.settings.result_json(), "version": self.version}
+        if self.analysis == "profile":
+            data.update(runs=self.runs, warmup=self.warmup)
+        return _hash(data)
 
     @property
     def cell_id(self) -> str:
@@ -111,6 +122,37 @@ class CpuNode(Record):
     node: str
     op_type: str
     reason: str | None = None
+
+
+@dataclass
+class BackendCost(Record):
+    """A profile cell's figure for one backend: ``total`` (the median over the runs) in ``unit``
+    (``cycles`` for the HTP, ``us`` for the CPU EP and the GPU), ``hardware`` what measured it
+    (``HTP simulator (x86_64)`` here) and ``label`` the words no reader can mistake (``simulated
+    HTP cycles``). Cycles are never turned into time: HTP ops overlap."""
+
+    backend: str
+    status: Literal["ok", "failed"]
+    unit: str
+    hardware: str
+    label: str
+    total: float | None = None
+    reason: str | None = None
+
+
+@dataclass
+class TopNode(Record):
+    """One of a backend's costliest nodes in a profile cell: its ``median`` in the backend's
+    ``unit`` and its ``share`` of that backend's total (0-1). ``inserted``: a row the EP's layout
+    transformation added (the input Transpose), not a node of the model."""
+
+    name: str
+    op_type: str
+    backend: str
+    unit: str
+    median: float
+    share: float
+    inserted: bool = False
 
 
 @dataclass
@@ -138,7 +180,12 @@ class CellResult(Record):
     executor: str = "local"
     finished: str = ""  # UTC, ISO 8601
     notes: list[str] = field(default_factory=list)
+    costs: list[BackendCost] = field(default_factory=list)  # profile: one per backend profiled
+    top_nodes: list[TopNode] = field(default_factory=list)  # profile: TOP_NODES per backend, costliest first
     schema: Literal["sweep-cell/1"] = SCHEMA
+
+    def cost(self, backend: str) -> BackendCost | None:
+        return next((c for c in self.costs if c.backend == backend), None)
 
     @classmethod
     def failure(cls, cell: Cell, reason: str, **fields) -> "CellResult":
@@ -162,6 +209,10 @@ class CellResult(Record):
                        cpu_nodes=[node.to_json() for node in self.cpu_nodes], hardware=self.hardware)
         elif cell.analysis == "classify":
             out.update(verdicts=dict(self.verdicts), routes=dict(self.routes))
+        elif cell.analysis == "profile":
+            out.update(runs=cell.runs, backends={c.backend: {k: v for k, v in c.to_json().items() if k != "backend"}
+                                                 for c in self.costs},
+                       top_nodes=[node.to_json() for node in self.top_nodes], hardware=self.hardware)
         out.update(elapsed_s=self.elapsed_s, host=self.host, node=self.node, executor=self.executor)
         return out
 
@@ -196,6 +247,8 @@ def run_cell(cell: Cell, cancel: Cancellation | None = None, *, progress: CellPr
     try:
         if cell.analysis == "classify":
             result = _classify(cell)
+        elif cell.analysis == "profile":
+            result = _profile(cell, cancel, emit, device)
         else:
             result = _partition(cell, cancel, emit, use_cache, device)
     except Cancelled:
@@ -265,3 +318,34 @@ def partition_result(cell: Cell, report: PartitionReport) -> CellResult:
     return CellResult(cell=cell, status=OK, htp_coverage=None if coverage is None else round(coverage, 6),
                       htp_claimed=counts.claimed, htp_nodes=counts.executed, cpu_nodes=cpu,
                       hardware=htp.runtime.get("hardware"), notes=notes)
+
+
+def _profile(cell: Cell, cancel: Cancellation, emit, device: Device | None) -> CellResult:
+    from dashboard.profile.run import profile_model
+
+    profile = profile_model(cell.path, cell.settings, runs=cell.runs or 3, warmup=1 if cell.warmup is None
+                            else cell.warmup, device=device, on_event=emit, cancel=cancel)
+    return profile_result(cell, profile)
+
+
+def profile_result(cell: Cell, profile) -> CellResult:
+    """A profile cell's row from its ``profile.model.Profile``: each backend's total with its unit,
+    hardware and label, and its costliest nodes; ``failed`` when no QNN backend (HTP, GPU) gave
+    figures: the CPU EP's alone are not what a sweep of the NPU asks. The GPU failing where it
+    cannot initialize leaves the HTP's figures standing, said in a note."""
+    from dashboard.profile.model import SIMULATOR_HARDWARE
+
+    costs = [BackendCost(name, b.status, b.unit, b.hardware, profile.label(name),
+                         None if b.total is None else float(b.total), words(b.reason, KEYS) if b.reason else None)
+             for name, b in profile.backends.items()]
+    top = [TopNode(n.name, n.op_type, n.backend, n.unit, float(n.median), round(float(n.share), 6), n.inserted)
+           for name, b in profile.backends.items() if b.ok for n in profile.top(TOP_NODES, backend=name)]
+    failed = [c for c in costs if c.status != OK]
+    notes = [f"{c.backend}: not profiled ({c.reason})" for c in failed]
+    htp = profile.backends.get("htp")
+    hardware = None if htp is None else "simulator" if htp.hardware == SIMULATOR_HARDWARE else htp.hardware
+    qnn = [c for c in costs if c.backend != "cpu"] or costs
+    if qnn and all(c.status != OK for c in qnn):
+        reason = "; ".join(f"{c.backend}: {c.reason}" for c in qnn)
+        return CellResult(cell=cell, status=FAILED, reason=reason, costs=costs, hardware=hardware)
+    return CellResult(cell=cell, status=OK, costs=costs, top_nodes=top, hardware=hardware, notes=notes)

@@ -11,7 +11,12 @@ Gates (``--fail-on``, comma-separated): ``coverage-drop=PCT`` trips when a parti
 coverage fell by more than PCT percentage points (``coverage-drop`` alone: by any amount), or the
 cell went from ok to failed; ``new-fallback`` when a partition cell leaves a node to the CPU that
 the old run's HTP claimed; ``verdict-change`` when a classify cell's verdict (either classifier)
-changed, or the cell went from ok to failed. Cells added or removed never trip a gate (that is the
+changed, or the cell went from ok to failed; ``cycles-rise=PCT`` when a profile cell's HTP total
+rose by more than PCT percent (``cycles-rise`` alone: by any amount), or the cell went from ok to
+failed. Profile totals are compared only within one unit and one hardware (simulated HTP cycles
+against simulated HTP cycles, a SoC's against the same SoC's): a pair measured on different
+hardware is reported as not comparable and trips nothing. Every backend's change and a new
+costliest node are reported either way. Cells added or removed never trip a gate (that is the
 spec changing, not a model).
 """
 
@@ -25,8 +30,11 @@ from dashboard.serde import Record
 from dashboard.sweep.cells import CellResult
 
 COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE = "coverage-drop", "new-fallback", "verdict-change"
-GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE)
-Kind = Literal["coverage", "fallback-new", "fallback-gone", "verdict", "now-failed", "now-ok", "added", "removed"]
+CYCLES_RISE = "cycles-rise"
+GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE, CYCLES_RISE)
+Kind = Literal["coverage", "fallback-new", "fallback-gone", "verdict", "cost", "cost-incomparable", "top-node",
+               "now-failed", "now-ok", "added", "removed"]
+GATE_WORDS = "coverage-drop=PCT, new-fallback, verdict-change, cycles-rise=PCT"
 EPSILON = 1e-9
 
 
@@ -37,10 +45,12 @@ class Gates(Record):
     coverage_drop: float | None = None
     new_fallback: bool = False
     verdict_change: bool = False
+    cycles_rise: float | None = None  # percent of the old HTP total (None: not gated)
 
     @property
     def any(self) -> bool:
-        return self.coverage_drop is not None or self.new_fallback or self.verdict_change
+        return (self.coverage_drop is not None or self.new_fallback or self.verdict_change
+                or self.cycles_rise is not None)
 
 
 def parse_gates(text: str) -> Gates:
@@ -54,12 +64,14 @@ def parse_gates(text: str) -> Gates:
         name = name.strip().lower()
         if name == COVERAGE_DROP:
             gates.coverage_drop = _points(value.strip()) if sep else 0.0
+        elif name == CYCLES_RISE:
+            gates.cycles_rise = _percent(value.strip()) if sep else 0.0
         elif name in (NEW_FALLBACK, VERDICT_CHANGE) and not sep:
             setattr(gates, name.replace("-", "_"), True)
         elif name in (NEW_FALLBACK, VERDICT_CHANGE):
             raise UserError(f"--fail-on {item!r}: {name} takes no value")
         else:
-            raise UserError(f"--fail-on: unknown gate {item!r}; gates: coverage-drop=PCT, new-fallback, verdict-change")
+            raise UserError(f"--fail-on: unknown gate {item!r}; gates: {GATE_WORDS}")
     return gates
 
 
@@ -72,6 +84,17 @@ def _points(value: str) -> float:
     if not 0 <= points <= 100:
         raise UserError(f"--fail-on coverage-drop={value}: PCT must be between 0 and 100 percentage points")
     return points
+
+
+def _percent(value: str) -> float:
+    try:
+        percent = float(value.rstrip("%"))
+    except ValueError:
+        raise UserError(f"--fail-on cycles-rise={value!r}: PCT must be a percentage of the old HTP total, e.g. "
+                        "cycles-rise=10") from None
+    if not 0 <= percent <= 10000 or percent != percent:
+        raise UserError(f"--fail-on cycles-rise={value}: PCT must be between 0 and 10000 percent")
+    return percent
 
 
 @dataclass
@@ -130,11 +153,21 @@ class _Side:
     coverage: float | None
     cpu: dict[str, str]  # node -> op type
     verdicts: dict[str, str]
+    costs: dict[str, tuple[float, str, str, str]] = field(default_factory=dict)  # backend -> total, unit, hw, label
+    top: dict[str, tuple[str, float]] = field(default_factory=dict)  # backend -> costliest node, its share
+    ranked: dict[str, set[str]] = field(default_factory=dict)  # backend -> its costliest nodes kept
 
     @classmethod
     def of(cls, result: CellResult) -> "_Side":
+        costs = {c.backend: (c.total, c.unit, c.hardware, c.label) for c in result.costs
+                 if c.status == "ok" and c.total is not None}
+        top: dict[str, tuple[str, float]] = {}
+        ranked: dict[str, set[str]] = {}
+        for node in result.top_nodes:
+            top.setdefault(node.backend, (node.name, node.share))
+            ranked.setdefault(node.backend, set()).add(node.name)
         return cls(result.ok, result.reason, result.htp_coverage, {n.node: n.op_type for n in result.cpu_nodes},
-                   dict(result.verdicts))
+                   dict(result.verdicts), costs, top, ranked)
 
 
 def diff_results(old: Iterable[CellResult], new: Iterable[CellResult], gates: Gates | None = None, *,
@@ -167,7 +200,8 @@ def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change
     analysis = key[3]
     if old.ok and not new.ok:
         gate = (COVERAGE_DROP if analysis == "partition" and gates.coverage_drop is not None else
-                VERDICT_CHANGE if analysis == "classify" and gates.verdict_change else None)
+                VERDICT_CHANGE if analysis == "classify" and gates.verdict_change else
+                CYCLES_RISE if analysis == "profile" and gates.cycles_rise is not None else None)
         return [_change(key, "now-failed", f"now fails: {new.reason}", old="ok", new="failed", gate=gate)]
     if not old.ok and new.ok:
         return [_change(key, "now-ok", f"now runs (it failed: {old.reason})", old="failed", new="ok")]
@@ -175,6 +209,8 @@ def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change
         return []
     if analysis == "partition":
         return _partition_changes(key, old, new, gates)
+    if analysis == "profile":
+        return _profile_changes(key, old, new, gates)
     return [_change(key, "verdict", f"{name} verdict {old.verdicts.get(name)} -> {verdict}",
                     old=old.verdicts.get(name), new=verdict, gate=VERDICT_CHANGE if gates.verdict_change else None)
             for name, verdict in new.verdicts.items() if old.verdicts.get(name) != verdict]
@@ -197,6 +233,39 @@ def _partition_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> l
     if gone:
         changes.append(_change(key, "fallback-gone", f"{len(gone)} node(s) now on the HTP: " + _nodes(gone, old.cpu),
                                nodes=gone))
+    return changes
+
+
+def _profile_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change]:
+    """Each backend's total that moved (same unit and hardware only; else said not comparable) and
+    a new costliest node (one the old costliest is not even next to). Only the HTP's cycles are
+    gated (``cycles-rise``)."""
+    changes = []
+    for backend in dict.fromkeys([*old.costs, *new.costs]):
+        before, after = old.costs.get(backend), new.costs.get(backend)
+        if before is None or after is None:
+            word = "now profiled" if before is None else "no longer profiled"
+            changes.append(_change(key, "cost", f"{backend.upper()} {word}"))
+            continue
+        (a, unit_a, hw_a, label_a), (b, unit_b, hw_b, label_b) = before, after
+        if (unit_a, hw_a) != (unit_b, hw_b):
+            changes.append(_change(key, "cost-incomparable", f"{backend.upper()} not comparable: {label_a} on "
+                                   f"{hw_a} -> {label_b} on {hw_b}"))
+            continue
+        if abs(b - a) <= EPSILON:
+            continue
+        rise = (b - a) / a * 100 if a else float("inf")
+        gate = (CYCLES_RISE if backend == "htp" and unit_b == "cycles" and gates.cycles_rise is not None
+                and rise > gates.cycles_rise + EPSILON else None)
+        changes.append(_change(key, "cost", f"{backend.upper()} total {a:,.0f} -> {b:,.0f} {label_b} ({rise:+.1f}%)",
+                               old=a, new=b, gate=gate))
+    for backend, (name, share) in new.top.items():
+        was = old.top.get(backend)
+        # Only when the old costliest node left the new run's top rows: two near-equal nodes (the
+        # same Softmax in two layers) swap places from run to run, which is noise, not news.
+        if was is not None and was[0] != name and was[0] not in new.ranked.get(backend, set()):
+            changes.append(_change(key, "top-node", f"{backend.upper()} costliest node {was[0]} ({was[1]:.0%}) -> "
+                                   f"{name} ({share:.0%})", old=was[0], new=name))
     return changes
 
 
@@ -230,7 +299,7 @@ def render_text(diff: SweepDiff) -> list[str]:
     for note in diff.notes:
         lines.append(f"note: {note}")
     if not diff.gates.any:
-        lines.append("gate: none set (--fail-on coverage-drop=PCT,new-fallback,verdict-change)")
+        lines.append("gate: none set (--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT)")
     elif diff.tripped:
         lines.append("gate: TRIPPED (" + ", ".join(f"{g} {n}" for g, n in diff.tripped_gates.items()) + ")")
     else:

@@ -14,7 +14,11 @@ The file::
 
     models = ["samples/*.onnx", "zoo/detector.onnx"]   # paths and globs, relative to the spec
     socs = ["sm8650", "sc8380xp"]                      # keys, soc_model numbers or part names
-    analyses = ["classify", "partition"]               # default: both
+    analyses = ["classify", "partition", "profile"]    # default: classify and partition
+
+    [profile]                                          # profile cells only; optional
+    runs = 3                                           # timed runs per cell (default 3), after warmup
+    warmup = 1                                         # untimed runs first (default 1)
 
     [option_sets.default]                              # none at all: one set, "default", the defaults
 
@@ -39,11 +43,15 @@ from typing import Any, Iterator
 
 from dashboard.errors import UserError
 
-ANALYSES = ("classify", "partition")  # what a cell can run today
-LATER = {"profile": "the cost profile", "timeline": "the timeline"}  # named in the issue, not sweepable yet
-DEFAULT_ANALYSES = ANALYSES
+ANALYSES = ("classify", "partition", "profile")  # what a cell can run today
+LATER = {"timeline": "the timeline"}  # named in the issue, not sweepable yet
+DEFAULT_ANALYSES = ("classify", "partition")  # a profile costs runs: asked for by name
 DEFAULT_SET = "default"
-TOP_KEYS = ("models", "socs", "analyses", "option_sets")
+TOP_KEYS = ("models", "socs", "analyses", "option_sets", "profile")
+# A profile cell's runs: few by default (each timed run on the HTP simulator takes seconds on a
+# real model, and a sweep has many cells); ``[profile] runs = N`` for more stable medians.
+PROFILE_KEYS = ("runs", "warmup")
+DEFAULT_PROFILE_RUNS, DEFAULT_PROFILE_WARMUP = 3, 1
 # The knobs a setting set may give: every ``Settings`` knob but the SoC (the sweep's axis).
 SET_KEYS = ("backends", "fp16", "optimization_level", "dims", "shapes", "provider_options", "timeout")
 GLOB_CHARS = set("*?[")
@@ -69,6 +77,8 @@ class Spec:
     option_sets: dict[str, dict[str, Any]]
     analyses: list[str]
     notes: list[str] = field(default_factory=list)  # from the provider-option checks (paths not checked ...)
+    profile_runs: int = DEFAULT_PROFILE_RUNS
+    profile_warmup: int = DEFAULT_PROFILE_WARMUP
 
     @property
     def cell_count(self) -> int:
@@ -94,8 +104,10 @@ class Spec:
             for soc in self.socs:
                 for name in self.option_sets:
                     for analysis in self.analyses:
+                        runs = (self.profile_runs, self.profile_warmup) if analysis == "profile" else (None, None)
                         yield Cell(model=model.name, path=str(model.path), digest=digest, soc=soc,
-                                   option_set=name, analysis=analysis, settings=settings[name, soc])
+                                   option_set=name, analysis=analysis, settings=settings[name, soc],
+                                   runs=runs[0], warmup=runs[1])
 
 
 def load_spec(path: str | os.PathLike) -> Spec:
@@ -129,7 +141,25 @@ def parse_spec(data: dict, base: Path, label: str = "the spec", spec_path: Path 
                         "for the defaults)")
     notes: list[str] = []
     option_sets = {str(name): _option_set(str(name), knobs, socs, label, notes) for name, knobs in sets.items()}
-    return Spec(spec_path or base / "spec.toml", models, socs, option_sets, analyses, notes)
+    runs, warmup = _profile(data.get("profile", {}), label)
+    return Spec(spec_path or base / "spec.toml", models, socs, option_sets, analyses, notes, runs, warmup)
+
+
+def _profile(table, label: str) -> tuple[int, int]:
+    """``[profile] runs = N, warmup = M``: checked as the ``profile`` command checks its counts."""
+    from dashboard.profile.protocol import check_runs
+
+    if not isinstance(table, dict):
+        raise UserError(f"{label}: profile must be a table ([profile] runs = 3), got {table!r}")
+    unknown = [k for k in table if k not in PROFILE_KEYS]
+    if unknown:
+        raise UserError(f"{label}: [profile] has no setting {unknown[0]!r}; it may give {', '.join(PROFILE_KEYS)}")
+    runs, warmup = table.get("runs", DEFAULT_PROFILE_RUNS), table.get("warmup", DEFAULT_PROFILE_WARMUP)
+    try:
+        check_runs(runs, warmup)
+    except UserError as exc:
+        raise UserError(f"{label}: [profile] {exc}") from None
+    return runs, warmup
 
 
 def _string_list(value, key: str, label: str) -> list[str]:

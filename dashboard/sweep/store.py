@@ -56,7 +56,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model", "string", "the model's path relative to the spec's folder (absolute when outside it)"),
     ("soc", "string", "the SoC key the cell compiled for"),
     ("option_set", "string", "the setting set's name"),
-    ("analysis", "string", "classify or partition"),
+    ("analysis", "string", "classify, partition or profile"),
     ("status", "string", "ok or failed"),
     ("reason", "string", "why it failed (the runtime's own words), else empty"),
     ("htp_coverage", "float64", "partition: share of the model's nodes the HTP claims (0-1)"),
@@ -68,6 +68,20 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("verdict_refined", "string", "classify: the refined classifier's verdict"),
     ("route_ep", "string", "classify: the backend the EP rules route to"),
     ("route_refined", "string", "classify: the backend the refined classifier routes to"),
+    ("profile_runs", "int64", "profile: the timed runs each figure is the median of"),
+    ("htp_total", "float64", "profile: the HTP's total, median over the runs, in htp_unit (never a time for cycles)"),
+    ("htp_unit", "string", "profile: cycles"),
+    ("htp_hardware", "string", "profile: what measured the HTP's figures, e.g. 'HTP simulator (x86_64)' or a SoC"),
+    ("htp_label", "string", "profile: what the HTP's figure is, e.g. 'simulated HTP cycles'"),
+    ("cpu_total", "float64", "profile: the CPU EP's total for the nodes the HTP refused, in cpu_unit"),
+    ("cpu_unit", "string", "profile: us"),
+    ("cpu_hardware", "string", "profile: what ran the CPU EP, e.g. 'x86_64 CPU'"),
+    ("gpu_total", "float64", "profile: the GPU's total, in gpu_unit (where the GPU runs: a device)"),
+    ("gpu_unit", "string", "profile: us"),
+    ("gpu_hardware", "string", "profile: what measured the GPU's figures"),
+    ("top_node", "string", "profile: the HTP's costliest node (or an inserted row, e.g. the input Transpose)"),
+    ("top_node_share", "float64", "profile: its share of the HTP's total (0-1)"),
+    ("top_nodes", "string", "profile: each backend's costliest nodes, e.g. 'htp Transpose 62.3%; htp Relu 21.4%'"),
     ("hardware", "string", "what measured it: simulator (the HTP simulator on x86_64), npu, ..."),
     ("elapsed_s", "float64", "the cell's wall time, seconds"),
     ("host", "string", "the machine that ran it"),
@@ -89,6 +103,10 @@ def index_row(result: CellResult, record: str) -> dict[str, Any]:
     cell = result.cell
     ops = Counter(node.op_type for node in result.cpu_nodes)
     partition = cell.analysis == "partition" and result.ok
+    costs = {c.backend: c for c in result.costs if c.status == "ok"}
+    top = next((n for n in result.top_nodes if n.backend == "htp"), None)
+    profile = {f"{b}_{k}": getattr(costs[b], k) if b in costs else None
+               for b in ("htp", "cpu", "gpu") for k in ("total", "unit", "hardware")}
     return {
         "model": cell.model, "soc": cell.soc, "option_set": cell.option_set, "analysis": cell.analysis,
         "status": result.status, "reason": result.reason or "",
@@ -97,6 +115,10 @@ def index_row(result: CellResult, record: str) -> dict[str, Any]:
         "cpu_ops": ", ".join(f"{op}×{n}" for op, n in sorted(ops.items())),
         "verdict_ep": result.verdicts.get("ep"), "verdict_refined": result.verdicts.get("refined"),
         "route_ep": result.routes.get("ep"), "route_refined": result.routes.get("refined"),
+        "profile_runs": cell.runs if cell.analysis == "profile" else None, **profile,
+        "htp_label": costs["htp"].label if "htp" in costs else None,
+        "top_node": top.name if top else None, "top_node_share": top.share if top else None,
+        "top_nodes": "; ".join(f"{n.backend} {n.name} {n.share:.1%}" for n in result.top_nodes),
         "hardware": result.hardware, "elapsed_s": result.elapsed_s, "host": result.host, "node": result.node,
         "executor": result.executor, "finished": result.finished, "digest": cell.digest, "version": cell.version,
         "key": cell.key, "record": record,
@@ -190,7 +212,11 @@ class Store:
         path = self.root / INDEX
         if path.is_file():
             try:
-                return pd.read_parquet(path)
+                frame = pd.read_parquet(path)
+                for name, _, _ in COLUMNS:  # an index of an older version: its missing columns empty
+                    if name not in frame.columns:
+                        frame[name] = None
+                return frame
             except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
                 self.notes.append(f"{INDEX}: unreadable ({type(exc).__name__}: {exc}); read the records instead")
         rows = [index_row(r, self.record_name(r.cell)) for r in self._scan()]

@@ -12,8 +12,11 @@ must be ones a page may set (``qnn_options.check(origin=BROWSER)``: no library, 
 
 The matrix is coloured by the HTP coverage each partition cell measured (on the HTP simulator
 here, never the NPU: the records say which hardware measured them), with the nodes left to the
-CPU and the classifiers' verdicts in each cell's text. A cell opens its model on the Partitions
-page with that SoC and setting set in the form (nothing runs until Apply).
+CPU, the classifiers' verdicts and, for profiled cells, the HTP's total in the words of what it
+is ("simulated HTP cycles" here: never a time) with its costliest node in each cell's text. A
+cell opens its model on the Partitions page with that SoC and setting set, dims and shapes
+included: they become the model's shared settings (``views.settings``), which every page and the
+address bar follow (nothing runs until Apply).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ SEARCH_DEPTH = 3  # folders below a root searched for specs and results folders
 MAX_FOUND = 200
 RESULTS_SUFFIX = ".results"
 GOOD, PARTIAL, POOR = 0.999, 0.8, 0.0  # coverage shades: all on the HTP, most, less
+ORDER = {"partition": 0, "classify": 1, "profile": 2}  # a matrix cell's text: coverage first, as coloured
 
 
 def sweep_arguments(argv: list[str] | None = None) -> list[Path]:
@@ -155,9 +159,14 @@ def _results(found: Offered) -> None:
     st.markdown(f"**{len(frame)} cells** · {int((frame['status'] == 'failed').sum())} failed · measured on "
                 f"{md(', '.join(hardware) or 'no hardware (classify only)')}")
     st.dataframe(matrix(frame), key="sw_matrix")
-    st.caption("Each cell: the HTP coverage of the partition cell (share of the model's nodes the HTP claims), "
+    caption = ("Each cell: the HTP coverage of the partition cell (share of the model's nodes the HTP claims), "
                "the nodes left to the CPU, and the two classifiers' verdicts (EP rules / refined). Green: the whole "
                "model on the HTP; amber: most of it; red: less; grey: failed or not partitioned.")
+    if (frame["analysis"] == "profile").any():
+        caption += (" Profiled cells add the HTP's total, **measured** over the profile's runs, in the words of "
+                    "what it is (simulated HTP cycles on the HTP simulator: a count of the simulator's cycles, "
+                    "never a time and not a phone's NPU cycles), and its costliest node with its share.")
+    st.caption(caption)
     _open_cell(frame, folder)
     failed = frame[frame["status"] == "failed"]
     if not failed.empty:
@@ -198,7 +207,8 @@ def matrix(frame: pd.DataFrame):
     coverage = pd.DataFrame(float("nan"), index=text.index, columns=text.columns)
     for (model, column), cells in frame.groupby(["model", "column"]):
         parts = []
-        for row in cells.sort_values("analysis", ascending=False).itertuples():  # partition first
+        order = cells["analysis"].map(ORDER).fillna(len(ORDER))
+        for row in cells.assign(_order=order).sort_values("_order").itertuples():  # partition first
             if row.status == "failed":
                 parts.append(f"{row.analysis} failed")
             elif row.analysis == "partition" and pd.notna(row.htp_coverage):
@@ -206,12 +216,41 @@ def matrix(frame: pd.DataFrame):
                 parts.append(f"HTP {row.htp_coverage:.0%} · {int(row.cpu_nodes or 0)} on CPU")
             elif row.analysis == "classify":
                 parts.append(f"{row.verdict_ep} / {row.verdict_refined}")
+            elif row.analysis == "profile":
+                parts.append(_profiled(row))
         text.loc[model, column] = " · ".join(parts)
 
     def colour(_):
         return coverage.map(_shade)
 
     return text.style.apply(colour, axis=None)
+
+
+def _profiled(row) -> str:
+    """A profile cell's text: the HTP's total with what it is, and its costliest node's share."""
+    total, label = getattr(row, "htp_total", None), getattr(row, "htp_label", None)
+    if total is None or pd.isna(total) or not label:
+        return "profiled (no HTP figures)"
+    top, share = getattr(row, "top_node", None), getattr(row, "top_node_share", None)
+    text = f"{_compact(total)} {label}"
+    if top and share is not None and pd.notna(share):
+        text += f" · top {_leaf(top)} {share:.0%}"
+    return text
+
+
+def _leaf(name: str) -> str:
+    """A node's name without its name scope (``/layers.0/attention/MatMul`` -> ``…/MatMul``), so a
+    matrix cell stays readable; the index and the records keep the whole name."""
+    head, sep, leaf = name.rstrip("/").rpartition("/")
+    return f"…/{leaf}" if sep and head else name
+
+
+def _compact(value: float) -> str:
+    """``12.7M``: a count of cycles short enough for a matrix cell (the index has it exact)."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{suffix}"
+    return f"{value:.0f}"
 
 
 def _shade(value: float) -> str:
@@ -226,7 +265,7 @@ def _shade(value: float) -> str:
 
 def _open_cell(frame: pd.DataFrame, folder: Path) -> None:
     """Pick a cell and open its model on the Partitions page with its SoC and setting set."""
-    rows = frame[frame["analysis"] == "partition"].drop_duplicates(["model", "soc", "option_set"])
+    rows = frame[frame["analysis"].isin(["partition", "profile"])].drop_duplicates(["model", "soc", "option_set"])
     if rows.empty:
         return
     labels = {f"{r.model} · {r.soc} · {r.option_set}": r.record for r in rows.itertuples()}
@@ -240,9 +279,13 @@ def _open_cell(frame: pd.DataFrame, folder: Path) -> None:
 
 
 def open_on_partitions(folder: Path, record: str) -> None:
-    """Select the cell's model and put its SoC and setting set into the Partitions form (the
-    form's widgets take these values when the page draws them; nothing runs until Apply)."""
+    """Select the cell's model and make the cell's settings (SoC, fp16, backends, optimization
+    level, provider options, dims and shapes) that model's shared settings, the ones every page's
+    form starts from and the link carries (``views.settings.remember_values``); the Partitions
+    form shows them when it draws (nothing runs until Apply)."""
+    from dashboard.runtime.knobs import KNOB
     from dashboard.sweep.store import Store
+    from dashboard.views import settings as shared
 
     result = Store(folder).read(record)
     if result is None:
@@ -252,14 +295,22 @@ def open_on_partitions(folder: Path, record: str) -> None:
     if selected.digest != cell.digest:
         st.warning("The model changed since the sweep measured it: the Partitions page measures it as it is now.",
                    icon=":material/warning:")
-    settings = cell.settings
-    scope = selected.digest
-    st.session_state[f"pt_soc_{scope}"] = settings.soc
-    st.session_state[f"pt_fp16_{scope}"] = bool(settings.fp16)
-    st.session_state[f"pt_backends_{scope}"] = list(settings.backends)
-    st.session_state[f"pt_level_{scope}"] = settings.optimization_level
-    st.session_state[f"pt_opts_{scope}"] = "\n".join(f"{k}={v}" for k, v in settings.provider_options.items())
+    values = {key: getattr(cell.settings, key) for key in KNOB}
+    values["dims"], values["shapes"] = dict(values["dims"]), dict(values["shapes"])
+    values["provider_options"] = dict(values["provider_options"])
+    _forget_widgets(selected.digest)
+    shared.remember_values(selected.digest, values, "partition")
     st.switch_page("pages/partitions.py")
+
+
+def _forget_widgets(digest: str) -> None:
+    """Drop the Partitions form's own widget values for the model (left from an earlier visit this
+    session), so its widgets draw from the shared settings just stored instead."""
+    from dashboard.runtime.knobs import KNOB
+
+    prefixes = tuple(f"pt_{knob.widget}_{digest}" for knob in KNOB.values())
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(prefixes)]:
+        del st.session_state[key]
 
 
 # -- running a spec ------------------------------------------------------------------------------------
@@ -339,7 +390,10 @@ def _diff(found: Offered) -> None:
     left, right, gates_column = st.columns([2, 2, 2])
     old = left.selectbox("Old (e.g. the release)", names, key="sw_diff_old")
     new = right.selectbox("New (e.g. the pull request)", names, index=1, key="sw_diff_new")
-    gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates")
+    gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates",
+                                    help="Also cycles-rise=PCT: a profile cell's HTP total rose by more than PCT "
+                                         "percent (simulated HTP cycles against simulated HTP cycles only; they move "
+                                         "a few percent run to run, so PCT above that, e.g. 10).")
     from dashboard.sweep.diff import diff_folders, parse_gates, render_text
 
     try:
