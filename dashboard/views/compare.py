@@ -1,7 +1,9 @@
 """Compare page: two models, or one model under two option sets, side by side.
 
 Each side is a model (the selected one, a bundled sample, or a path on the server) and the options
-that decide what QNN claims (precision, SoC, optimization level). **Compare** analyses both on
+that decide what QNN claims (precision, SoC, optimization level), set per side; everything else
+(symbolic dimensions, input shapes, provider options) is that model's settings shared with the
+other pages (``views.settings``), and the page says so per side. **Compare** analyses both on
 the current device as one background job (``views.jobs``: step, time elapsed, Cancel), and the
 page then shows, per side: both classifiers' verdicts, the node classes (B's with the difference
 from A), the nodes that keep it off the NPU (for one model under two option sets, which nodes
@@ -42,7 +44,7 @@ _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
 SIDES = ("A", "B")
 SELECTED, PATH = "selected", "path"
-SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest is the model's defaults)
+SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest: the model's shared settings)
 
 
 @dataclass(frozen=True)
