@@ -248,9 +248,9 @@ def test_dimensions_named_question_mark_or_1_are_whole_shape_fields_not_named_fi
     assert labels == ["width"]  # no field named ? or 1
     shape = at.text_input(key=f"tl_shape_{digest}_x")
     assert shape.value == "?, 3, ?, 224"
-    shape.input("1, 3, 48, 320").run()
+    shape.input("1, 3, 48, 224").run()  # width is its own field (224): the whole shape agrees with it
     assert not at.exception and not at.error
-    assert at.session_state["settings_by_model"][digest]["shapes"] == {"x": (1, 3, 48, 320)}
+    assert at.session_state["settings_by_model"][digest]["shapes"] == {"x": (1, 3, 48, 224)}
 
 
 # -- item 5: the node picker and the details agree ------------------------------------------------------
