@@ -134,7 +134,8 @@ TIER_MODULES = {
                   "test_compare_page.py", "test_hot_session.py", "test_migration.py", "test_migration_timeline.py",
                   "test_viewer_page.py", "test_partition_cli.py", "test_cache_best_effort.py", "test_app_timeline.py",
                   "test_fusion_sweep.py", "test_aihub_truth.py",
-                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py", "test_sweep_devices.py"},
+                  "test_sweep_simulator.py", "test_profile_measure.py", "test_profile_cli.py", "test_sweep_devices.py",
+                  "test_shape_presets.py"},
     "slow": set(),
 }
 

@@ -7,9 +7,11 @@ external IP up over the internet)."""
 from __future__ import annotations
 
 import base64
+import html
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -18,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, running_app, stop_process
@@ -172,6 +174,67 @@ def test_the_sign_in_form_takes_the_password(gated):
                    form(PASSWORD.replace(" ", "+")))[0] == 403
     evil_next = f"secret={PASSWORD.replace(' ', '+')}&next=//evil.example/".encode()
     assert request(gated, "/_qnn_lab/sign-in", headers, "POST", evil_next)[1]["location"] == "/"
+
+
+LINK = "/partitions?model=sample:text_encoder.onnx&fp16=off&dim.sequence_length=64"
+
+
+def _link_params(location: str) -> tuple[str, list[tuple[str, str]]]:
+    parts = urlsplit(location)
+    assert not parts.scheme and not parts.netloc, location  # a path on this server, never another site
+    return parts.path, parse_qsl(parts.query, keep_blank_values=True)
+
+
+def test_signing_in_keeps_the_links_page_and_its_parameters(gated):
+    """A signed-out user opens a link with a model and its settings: the sign-in page carries it,
+    and both the password form and the token land on that page with those parameters (and the
+    form's target stays a path on this server)."""
+    status, page_headers, body = request(gated, LINK)
+    assert status == 401
+    # a browser posts a form from a page under ``no-referrer`` with ``Origin: null``, which the gate refuses
+    assert page_headers["referrer-policy"] != "no-referrer"
+    [carried] = re.findall(r'name="next" value="([^"]*)"', body.decode())
+    assert html.unescape(carried) == LINK
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://127.0.0.1:{gated.port}"}
+    form = urlencode({"secret": PASSWORD, "next": html.unescape(carried)}).encode()  # what a browser posts
+    status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form)
+    assert status == 303 and _link_params(reply["location"]) == _link_params(LINK)
+    cookie = reply["set-cookie"].split(";", 1)[0]
+    assert request(gated, reply["location"], {"Cookie": cookie})[0] == 200
+    status, reply, _ = request(gated, f"{LINK}&token={gated.token}")
+    assert status == 303 and _link_params(reply["location"]) == _link_params(LINK)
+    for foreign in ("https://evil.example/partitions?fp16=off", "//evil.example/partitions?fp16=off",
+                    "/\\evil.example/partitions"):
+        form = urlencode({"secret": PASSWORD, "next": foreign}).encode()
+        assert request(gated, "/_qnn_lab/sign-in", headers, "POST", form)[1]["location"] == "/", foreign
+
+
+def test_signing_in_from_a_link_in_a_browser_opens_its_page_with_its_settings(gated):
+    """The same in Chromium: the link, the sign-in page, the password, then the Partitions page
+    with the link's sample and settings (fp16 off, a sequence of 64) in its fields and its address
+    bar. (Before, the browser posted the form with ``Origin: null`` and the gate refused it.)"""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    from e2e_helpers import wait_for_idle
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{gated.url.rstrip('/')}{LINK}")
+            page.fill("#secret", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(re.compile(r"/partitions\?"), timeout=60_000)
+            wait_for_idle(page)
+            path, query = _link_params(page.url.split(str(gated.port), 1)[1])
+            assert path == "/partitions" and ("model", "sample:text_encoder.onnx") in query, page.url
+            assert ("fp16", "off") in query and ("dim.sequence_length", "64") in query, page.url
+            assert page.get_by_role("heading", name="Partitions").count()
+            assert not page.get_by_role("switch", name="HTP fp16 precision").is_checked()
+            assert page.get_by_label("sequence_length", exact=True).input_value() == "64"
+        finally:
+            browser.close()
 
 
 @pytest.mark.parametrize("headers", [

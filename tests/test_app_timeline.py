@@ -16,13 +16,14 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
-from dashboard.intake.samples import build_cnn_classifier
+from dashboard.intake.samples import build_cnn_classifier, sample_path
 from dashboard.runtime.devices import Device
 from dashboard.views.state import SelectedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 300.0
 JOB = "timeline_job"  # the page's background run (dashboard.views.jobs)
+SCREENSHOT_SAMPLE = "cnn_classifier.onnx"  # the README's timeline: a bundled sample, as a new user opens it
 
 
 @pytest.fixture()
@@ -277,10 +278,11 @@ def test_devices_page_probes_this_machine_and_rejects_bad_devices():
     assert at.selectbox(key="tl_device").value == url
 
 
-def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
+def test_timeline_end_to_end_in_chromium(stores, tmp_path):
     """The real app in Chromium: open the Timeline page, run it with the defaults of this host's
     hardware, watch it grow, and find the comparison, the Gantt and the latency charts; on the HTP
-    simulator the hot migration serves after its swap (the README's screenshot)."""
+    simulator the hot migration serves after its swap (the README's screenshot). On a bundled
+    sample (the sidebar's Sample source), so the screenshot shows no temporary path."""
     import re
 
     from dashboard.timeline.model import STRATEGY_TITLES, default_workload
@@ -290,7 +292,7 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
     from playwright.sync_api import sync_playwright
 
     require_chromium()
-    with running_app("--model", small_model.path) as app, sync_playwright() as pw:
+    with running_app("--model", str(sample_path(SCREENSHOT_SAMPLE))) as app, sync_playwright() as pw:
         browser = launch_chromium(pw)
         page = browser.new_page(viewport={"width": 1600, "height": 1200})
         app.open(page)
@@ -310,6 +312,8 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
             requests.fill("30")
             requests.press("Enter")
             wait_for_idle(page)
+        sidebar = page.inner_text('[data-testid="stSidebar"]')
+        assert "/tmp" not in sidebar and str(tmp_path) not in sidebar, sidebar  # the sample, by its title
         page.get_by_role("button", name="Run timeline").click()
         seen: set[int] = set()
         progress = re.compile(r"(\d+)/(\d+) requests answered")
@@ -332,7 +336,8 @@ def test_timeline_end_to_end_in_chromium(stores, small_model, tmp_path):
             assert re.search(r"request\(s\) served after the swap on QNN HTP", main), main[:3000]
         with page.expect_download() as download:
             page.get_by_role("button", name="Run (JSON)").click()
-        assert re.fullmatch(r"cnn32-timeline-\d{8}T\d{6}Z\.json", download.value.suggested_filename)
+        stem = Path(SCREENSHOT_SAMPLE).stem
+        assert re.fullmatch(rf"{stem}-timeline-\d{{8}}T\d{{6}}Z\.json", download.value.suggested_filename)
         if hardware == "simulator":
             migrate = json.loads(Path(download.value.path()).read_text())["strategies"]["migrate"]["metrics"]
             assert migrate["swap_at_s"] is not None and migrate["p50_after_s"] is not None, migrate

@@ -263,20 +263,22 @@ def _image_hints(graph: ModelGraph, image: TensorSpec, dims: dict[str, int], sha
     shape = effective_shape(image, dims, shapes)
     h_axis, w_axis = _spatial_axes(image)
     out = []
-    collapsed = [axis for axis in (h_axis, w_axis) if shape[axis] in (1, None)
-                 and not isinstance(image.shape[axis], int)]
+    open_sides = [axis for axis in (h_axis, w_axis) if not isinstance(image.shape[axis], int)]
+    ones = [axis for axis in open_sides if shape[axis] == 1]
+    unset = [axis for axis in open_sides if shape[axis] is None]  # unnamed (?): only a whole shape fixes it
+    collapsed = ones + unset
     if collapsed:
         fix = presets(graph)[:1]
+        side = lambda axes: " and ".join("height" if a == h_axis else "width" for a in axes)  # noqa: E731
+        said = []
+        if ones:
+            said.append(f"its {side(ones)} {'is' if len(ones) == 1 else 'are'} 1, so every convolution sees one pixel")
+        if unset:
+            said.append(f"its {side(unset)} {'has' if len(unset) == 1 else 'have'} no size (an unnamed dimension, ?, "
+                        "that only the input's whole shape fixes; left so, the analysis leaves it dynamic)")
         suggestion = f" Try {fix[0].text()}." if fix else " Set the image size the model is served at."
-        sides = " and ".join(f"its {'height' if a == h_axis else 'width'} is "
-                             f"{'1' if shape[a] == 1 else 'not fixed (?)'}" for a in collapsed)
-        why = []
-        if any(shape[a] == 1 for a in collapsed):
-            why.append("a side of 1 means every convolution sees one pixel")
-        if any(shape[a] is None for a in collapsed):
-            why.append("QNN compiles static shapes only, and a ? left open is no size the model is served at")
-        out.append(ShapeHint(image.name, f"Input {image.name} would be analysed at {_shape(shape)}: {sides}; "
-                                         f"{'; '.join(why)}.{suggestion}",
+        out.append(ShapeHint(image.name, f"Input {image.name} would be analysed at {_shape(shape)}: "
+                                         f"{'; '.join(said)}.{suggestion}",
                              fix[0].dims if fix else {}, fix[0].shapes if fix else {}))
     size = declared_size(graph)
     if size is not None and family(graph) == "detector" and not collapsed:

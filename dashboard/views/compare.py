@@ -1,7 +1,9 @@
 """Compare page: two models, or one model under two option sets, side by side.
 
 Each side is a model (the selected one, a bundled sample, or a path on the server) and the options
-that decide what QNN claims (precision, SoC, optimization level). **Compare** analyses both on
+that decide what QNN claims (precision, SoC, optimization level), set per side; everything else
+(symbolic dimensions, input shapes, provider options) is that model's settings shared with the
+other pages (``views.settings``), and the page says so per side. **Compare** analyses both on
 the current device as one background job (``views.jobs``: step, time elapsed, Cancel), and the
 page then shows, per side: both classifiers' verdicts, the node classes (B's with the difference
 from A), the nodes that keep it off the NPU (for one model under two option sets, which nodes
@@ -25,7 +27,7 @@ from dashboard.intake.graph import ModelGraph
 from dashboard.intake.digest import file_digest
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import SAMPLES, sample_path
-from dashboard.intake.shapes import is_float_model
+from dashboard.intake.shapes import resolve_dims
 from dashboard.partition.analysis import analyze
 from dashboard.partition.report import CLASS_LABELS, CLASSES, FAILED, REMOVED, PartitionReport, claims
 from dashboard.render.report import binary_size
@@ -36,13 +38,13 @@ from dashboard.timeline.model import TimelineRun, strategy_table
 from dashboard.views import jobs, partitions, shape_hints, state, timeline
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import md, short
-from dashboard.views.settings import SettingsForm, page_words
+from dashboard.views.settings import SettingsForm, model_defaults, page_words, shared_values, stored_values
 
 _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
 SIDES = ("A", "B")
 SELECTED, PATH = "selected", "path"
-SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest is the model's defaults)
+SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest: the model's shared settings)
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,8 @@ def render() -> None:
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         return
-    for side in sides:  # the sides take the default dimensions: say where those are degenerate
-        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name)
+    for side in sides:  # each side's model at its shared dimensions: say where those are degenerate
+        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name, digest=side.digest)
     keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
     reports = [partitions.stored_report(k) for k in keys]
     if any(r is None for r in reports):
@@ -91,7 +93,9 @@ def render() -> None:
 def _form(selected) -> tuple[list[Side], object, bool]:
     choices = {SELECTED: f"Selected model: {selected.name}", **{s.file_name: f"Sample: {s.title}" for s in SAMPLES},
                PATH: "A path on the server…"}
-    float_model = is_float_model(state.loaded_graph())  # B starts on the other precision: two option sets
+    # B starts on the other precision than A's (the model's shared one): two option sets
+    graph = state.loaded_graph()
+    a_fp16 = bool({**model_defaults(graph), **shared_values(selected.digest, graph)}["fp16"])
     with st.form("compare", border=True):
         device = select_device("Device", key=_DEVICE_PICK, in_form=True)
         raw = []
@@ -101,14 +105,33 @@ def _form(selected) -> tuple[list[Side], object, bool]:
                 source = st.selectbox("Model", list(choices), format_func=choices.get, key=f"cmp_model_{side}")
                 path = st.text_input("Path of an .onnx file on the server", key=f"cmp_path_{side}",
                                      placeholder="used when the model is 'A path on the server…'")
-                form = SettingsForm("cmp", side, analysis="partition", defaults={"fp16": float_model != (side == "B")},
+                form = SettingsForm("cmp", side, analysis="partition", defaults={"fp16": a_fp16 != (side == "B")},
                                     **({"model": selected.digest, "remember": False} if side == "A" else {}))
                 form.draw("fp16", "soc", "optimization_level")
                 raw.append((side, source, path, form))
         submitted = st.form_submit_button("Compare", type="primary", icon=":material/compare:", key="cmp_apply",
                                           on_click=adopt, args=(_DEVICE_PICK,))
-    st.caption("Symbolic dimensions take their defaults here; set them on the Partitions page.")
-    return [_side(selected, *values) for values in raw], device, submitted
+    sides = [_side(selected, *values) for values in raw]
+    _settings_said(sides)
+    return sides, device, submitted
+
+
+def _settings_said(sides: list[Side]) -> None:
+    """What each side is analysed at besides the three knobs above: its model's settings shared
+    with the Partitions and Timeline pages (dimensions, input shapes, provider options), or the
+    model's defaults when no page set them."""
+    lines = []
+    for side in sides:
+        graph = _model(side.digest, side.path)[0]
+        dims = resolve_dims(graph, side.options.dims)
+        said = ", ".join(f"{k}={v}" for k, v in dims.items()) or "no symbolic dimensions"
+        said += "".join(f"; {k}={','.join(map(str, v))}" for k, v in (side.options.shapes or {}).items())
+        whose = "its settings shared with the Partitions and Timeline pages" if stored_values(side.digest) else \
+            "its defaults (no page set this model's dimensions yet)"
+        lines.append(f"{side.name.split(':')[0]} at {md(said, 200)} — {whose}")
+    st.caption("Each side's model is analysed at its symbolic dimensions, input shapes and provider options "
+               "as set on the Partitions or Timeline page (change them there); precision, SoC and optimization "
+               "level are the side's own, above. " + " · ".join(lines))
 
 
 def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Side:

@@ -165,9 +165,10 @@ async def _read_form(receive) -> dict[str, str] | None:
         return None
 
 
-async def _send(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+async def _send(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]],
+                referrer: bytes = b"no-referrer") -> None:
     base = [(b"content-length", str(len(body)).encode()), (b"cache-control", b"no-store"),
-            (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+            (b"x-content-type-options", b"nosniff"), (b"referrer-policy", referrer),
             (b"x-frame-options", b"DENY")]
     await send({"type": "http.response.start", "status": status, "headers": base + headers})
     await send({"type": "http.response.body", "body": body})
@@ -203,10 +204,14 @@ with <code>?token=</code> that its terminal printed, or enter the {what} here.</
 <input type="hidden" name="next" value="{html.escape(next_path if _local_target(next_path) else '/')}">
 <button type="submit">Sign in</button></form></body></html>
 """
+    # ``same-origin``, not ``no-referrer``: under ``no-referrer`` a browser posts the form with
+    # ``Origin: null``, which the gate refuses as foreign (a sandboxed frame of another site sends the
+    # same), so the form never signed anyone in. Same-origin keeps the referrer on this server only.
     await _send(send, status, page.encode("utf-8"), [(b"content-type", b"text/html; charset=utf-8"),
                                                       (b"content-security-policy",
                                                        b"default-src 'none'; style-src 'unsafe-inline'; "
-                                                       b"form-action 'self'; frame-ancestors 'none'")])
+                                                       b"form-action 'self'; frame-ancestors 'none'")],
+                referrer=b"same-origin")
 
 
 @asynccontextmanager

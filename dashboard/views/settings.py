@@ -16,6 +16,13 @@ and stores what ``settings()`` returns back, so 320 set on the Partitions page i
 Timeline page, and the address bar (``views.links``) carries them. Why values and not only the
 record: the record resolves a SoC left unset to fp16's default one, and the form must keep showing
 "not set" (and a page's own timeout default) for what the user did not set.
+
+Presets and a warning's values to set (``views.shape_hints``) fill a model's dimension and shape
+fields through the same path (``fill``): the fields show them at once, and a page that applies its
+settings with a submit button keyed ``{page}_apply`` (Partitions' **Apply**, Compare's
+**Compare**) keeps analysing at the settings applied last until it is pressed, so nothing runs
+until the user applies. A page without one (the Timeline, whose run has its own button) takes them
+as typed values.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from dashboard.views.safe import short
 
 TIMEOUT_RANGE = (10, 7200, 30)  # seconds: min, max, step of the page's timeout field
 _SHARED = "settings_by_model"  # model digest -> the knob values entered last for it (every page's)
+_FILLS = "settings_fills"  # model digest -> a preset's dims/shapes filled in, not applied yet
+FILLED = ("dims", "shapes")  # the knobs a preset fills
 
 
 def model_defaults(graph: ModelGraph | None) -> dict[str, Any]:
@@ -77,6 +86,32 @@ def remember_values(digest: str, values: dict[str, Any], analysis: str | None = 
     from dashboard.views import links
 
     links.write_settings(digest)
+
+
+def stored_values(digest: str) -> dict[str, Any]:
+    """Only what a page stored for ``digest`` (empty before): the knobs a form does not draw take
+    these, over their defaults."""
+    return dict(st.session_state.get(_SHARED, {}).get(digest) or {})
+
+
+def fill(digest: str, title: str, dims: dict[str, int] | None = None,
+         shapes: dict[str, tuple[int, ...]] | None = None) -> None:
+    """Fill the dimension and shape fields of the model ``digest`` with a preset's (or a warning's)
+    values: the next form drawn for it shows them; a page with an Apply button analyses at them once
+    it is pressed (``SettingsForm.settings``). A button's callback."""
+    st.session_state.setdefault(_FILLS, {})[digest] = {
+        "title": title, "dims": {k: int(v) for k, v in (dims or {}).items()},
+        "shapes": {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}, "set": set(), "waiting": False}
+
+
+def waiting_fill(digest: str | None) -> str | None:
+    """The title of a preset filled into ``digest``'s form and not applied yet, if any."""
+    pending = st.session_state.get(_FILLS, {}).get(digest) if digest is not None else None
+    return pending["title"] if pending and pending["waiting"] else None
+
+
+def _filled(digest: str | None) -> dict | None:
+    return st.session_state.get(_FILLS, {}).get(digest) if digest is not None else None
 
 
 def page_words(text: str | None) -> str | None:
@@ -139,13 +174,29 @@ class SettingsForm:
         self.page, self.scope, self.graph, self.analysis = page, scope, graph, analysis
         self.model, self.remember = model, remember and model is not None
         # Only what a page stored: before that, the page's own defaults (fp16 on for a float model).
-        self.shared = dict(st.session_state.get(_SHARED, {}).get(model) or {}) if model is not None else {}
+        self.shared = stored_values(model) if model is not None else {}
         self.defaults = {**knob_defaults(analysis), **(defaults or {}),
                          **{k: v for k, v in self.shared.items() if not (k == "timeout" and v is None)}}
         self.raw: dict[str, Any] = {}
 
     def key(self, knob: Knob, name: str | None = None) -> str:
         return f"{self.page}_{knob.widget}_{self.scope}" + (f"_{name}" if name is not None else "")
+
+    def filled(self, knob: Knob, name: str, value: str | int | None) -> None:
+        """Put a preset's ``value`` (None: none for this field) into the field ``name`` of ``knob``,
+        once per field shown (again when the field was gone from the page in between)."""
+        pending = _filled(self.model)
+        key = self.key(knob, name)
+        if pending is None or value is None or (key in pending["set"] and key in st.session_state):
+            return
+        st.session_state[key] = value
+        pending["set"].add(key)
+
+    def applies(self) -> bool:
+        """Whether what the widgets say is applied now: always on a page without an Apply button
+        (``{page}_apply``), else in the run its press started."""
+        pressed = st.session_state.get(f"{self.page}_apply")
+        return pressed is None or bool(pressed)
 
     def draw(self, *keys: str) -> None:
         for key in keys:
@@ -155,18 +206,44 @@ class SettingsForm:
     def settings(self, record: type = Settings, *, model: str | None = None, **fields):
         """``record`` (``Settings`` or one built on it) from the widgets and the page's other
         ``fields``; a bad value is one ``UserError`` in the page's words. Knobs not drawn take the
-        shared values of the form's model, unless ``model`` names another model (a Compare side
-        set to another file): then they take their defaults."""
+        shared values of the form's model, or of ``model`` when it names another (a Compare side set
+        to another file), over their defaults. A preset filled in (``fill``) and not applied yet
+        leaves the dimensions and shapes applied last."""
+        target = self.model if model is None else model
+        base = self.shared if target == self.model else stored_values(target)
         try:
             values = {key: PARSE[KNOB[key].kind](raw) for key, raw in self.raw.items()}
-            if model is None or model == self.model:
-                values = {**{k: v for k, v in self.shared.items() if k in KNOB}, **values}
+            values = {**{k: v for k, v in base.items() if k in KNOB}, **values}
+            store = self._take_fill(target, base, values)
             built = record(**values, **fields)
         except UserError as exc:
             raise worded_error(exc, PAGE) from None
-        if self.remember:
+        if self.remember and target == self.model:
             remember_values(self.model, values, self.analysis)
+        elif store:
+            remember_values(target, {k: values[k] for k in FILLED if k in values})
         return built
+
+    def _take_fill(self, target: str | None, base: dict[str, Any], values: dict[str, Any]) -> bool:
+        """A preset filled in for ``target``: applied (into ``values``; True: to be stored as the
+        model's) when the form applies, else ``values`` keep the dims and shapes applied last."""
+        pending = _filled(target)
+        if pending is None:
+            return False
+        if not self.applies():
+            for key in FILLED:
+                if key in self.raw:  # the fields show the preset; the analysis keeps what was applied
+                    if key in base:
+                        values[key] = base[key]
+                    else:
+                        values.pop(key, None)
+            pending["waiting"] = True
+            return False
+        for key in FILLED:
+            if key not in self.raw:  # not drawn here (Compare's sides): the preset over what was stored
+                values[key] = {**(values.get(key) or {}), **pending[key]}
+        st.session_state[_FILLS].pop(target, None)
+        return True
 
 
 # -- one widget per kind of knob ------------------------------------------------------------------------
@@ -212,6 +289,7 @@ def _dims(form: SettingsForm, knob: Knob, default) -> dict[str, int]:
         st.markdown(f"**{knob.label}** (pre-filled; QNN needs them fixed)")
         cols = st.columns(2)
         for i, (name, dim) in enumerate(proposed.items()):
+            form.filled(knob, name, form_fill(form, "dims").get(name))
             dims[name] = int(cols[i % 2].number_input(
                 short(name, 40), min_value=1, value=int(default.get(name, dim.value)), step=1,
                 key=form.key(knob, name), help=dim.why + (" — a guess" if dim.guessed else "")))
@@ -242,9 +320,17 @@ def _shapes(form: SettingsForm, knob: Knob, default) -> dict[str, str]:
         prefill = ", ".join("?" if d is None else str(d) for d in known.get(name, shape))
         if name in (default or {}):  # the model's shared settings (another page's entry, a link)
             prefill = ", ".join(map(str, default[name]))
+        preset = form_fill(form, "shapes").get(name)
+        form.filled(knob, name, ", ".join(map(str, preset)) if preset else None)
         out[name] = st.text_input(short(name, 40), value=prefill, key=form.key(knob, name), placeholder="e.g. 1, 576",
                                   help=f"Declared {specs[name].shape_text()}. {knob.help}.")
     return out
+
+
+def form_fill(form: SettingsForm, key: str) -> dict:
+    """The preset's values of ``key`` (dims or shapes) waiting for the form's model, if any."""
+    pending = _filled(form.model)
+    return pending[key] if pending else {}
 
 
 DRAW = {"backends": _backends, "flag": _flag, "soc": _soc, "choice": _choice, "seconds": _seconds,

@@ -1,0 +1,164 @@
+"""Shape presets and a warning's values to set are buttons (issue 17, item 9), under AppTest of the
+real app: a click fills the model's dimension fields through its shared settings, runs nothing,
+and once the page's settings are applied the warning is gone, on the Partitions, Timeline and
+Compare pages. And Compare says truly what each side is analysed at besides its three knobs: the
+model's settings shared with the other pages (item 2 of the review)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from page_jobs import settle
+from streamlit.testing.v1 import AppTest
+
+from dashboard.intake.digest import file_digest
+from dashboard.views.state import SelectedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+SHARED = "settings_by_model"
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "cache"))
+
+
+def recogniser(directory: Path) -> Path:
+    """A text recogniser (Conv, ReLU) with named height and width: its family's preset is 48×320."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.1] * 108)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu0")]
+    graph = helper.make_graph(nodes, "text_rec", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                              [1, 3, "height", "width"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight])
+    path = directory / "text_rec.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+def page(name: str, path: Path) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).switch_page(f"pages/{name}.py")
+    at.session_state["selected_model"] = SelectedModel(str(path), path.name, file_digest(path), "path")
+    at.session_state["intake_started"] = True
+    return at
+
+
+def plain(elements) -> list[str]:
+    return [re.sub(r"\\(.)", r"\1", e.value) for e in elements]
+
+
+def degenerate(at: AppTest) -> list[str]:
+    return [w for w in plain(at.warning) if "degenerate" in w]
+
+
+def button(at: AppTest, label: str):
+    found = [b for b in at.button if b.label == label]
+    assert found, [b.label for b in at.button]
+    return found[0]
+
+
+def test_a_preset_on_the_partitions_page_fills_the_form_and_applies_with_it(tmp_path):
+    path = recogniser(tmp_path)
+    digest = file_digest(path)
+    at = settle(page("partitions", path))
+    assert not at.exception and not degenerate(at)  # the defaults (48×320) are not degenerate
+    at.number_input(key=f"pt_dim_{digest}_height").set_value(1)
+    at.button(key="pt_apply").click()
+    settle(at)
+    [warning] = degenerate(at)
+    assert "height is 1" in warning
+    analysed = at.session_state["partition_job"]
+    button(at, "Use OCR text line 32×320 (CRNN, PP-OCR v2)").click()
+    settle(at)
+    assert not at.exception
+    assert at.number_input(key=f"pt_dim_{digest}_height").value == 32  # the field is filled …
+    assert at.number_input(key=f"pt_dim_{digest}_width").value == 320
+    assert at.session_state["partition_job"] is analysed  # … and nothing ran
+    assert at.session_state[SHARED][digest]["dims"]["height"] == 1
+    assert degenerate(at) and any("Filled in the settings" in i for i in plain(at.info))
+    at.button(key="pt_apply").click()
+    settle(at)
+    assert not at.exception and not degenerate(at)
+    job = at.session_state["partition_job"]
+    assert job is not analysed and job.result.options.dims == {"height": 32, "width": 320}
+    assert at.session_state[SHARED][digest]["dims"] == {"height": 32, "width": 320}
+    assert at.query_params["dim.height"] == "32"  # the link follows
+    assert not any("Filled in the settings" in i for i in plain(at.info))
+
+
+def test_a_warnings_values_to_set_on_the_timeline_page_fill_the_field():
+    """The Timeline page has no Apply: the field takes the value, the warning goes, nothing runs
+    until Run timeline."""
+    path = DATA / "exports/hf_whisper_decoder_with_past.onnx"
+    digest = file_digest(path)
+    at = page("timeline", path).run()
+    at.number_input(key=f"tl_dim_{digest}_encoder_sequence_length").set_value(1).run()
+    assert degenerate(at)
+    button(at, "Set encoder_sequence_length = 1500").click().run()
+    assert not at.exception
+    assert at.number_input(key=f"tl_dim_{digest}_encoder_sequence_length").value == 1500
+    assert not degenerate(at) and "timeline_job" not in at.session_state
+    assert at.session_state[SHARED][digest]["dims"]["encoder_sequence_length"] == 1500
+
+
+def test_a_preset_on_the_compare_page_is_the_models_once_compare_is_pressed(tmp_path):
+    path = recogniser(tmp_path)
+    digest = file_digest(path)
+    at = page("compare", path)
+    at.session_state[SHARED] = {digest: {"dims": {"height": 1, "width": 320}}}  # as Partitions stored them
+    settle(at, "compare_job")
+    assert not at.exception
+    assert [w[:2] for w in degenerate(at)] == ["A:", "B:"]  # one model under two option sets: both sides
+    [first, *_] = [b for b in at.button if b.label == "Use OCR text line 48×320 (PP-OCR v3/v4)"]
+    first.click()
+    settle(at, "compare_job")
+    assert "compare_job" not in at.session_state  # nothing ran
+    assert len(degenerate(at)) == 2 and any("Filled in the settings" in i for i in plain(at.info))
+    at.button(key="cmp_apply").click()
+    settle(at, "compare_job")
+    assert not at.exception and not degenerate(at)
+    assert at.session_state[SHARED][digest]["dims"] == {"height": 48, "width": 320}
+    reports = at.session_state["partition_reports"].values()
+    assert [r.options.dims for r in reports] == [{"height": 48, "width": 320}] * 2
+
+
+def test_compare_says_each_side_is_at_its_models_shared_settings(tmp_path):
+    """Side A and side B (the same model under another option set, or another model) are analysed
+    at the dimensions set for their model on the other pages, and the page says which."""
+    path = recogniser(tmp_path)
+    digest = file_digest(path)
+    at = page("compare", path)
+    at.session_state[SHARED] = {digest: {"dims": {"height": 32, "width": 256}}}
+    at.run()
+    assert not at.exception
+    [said] = [c for c in plain(at.caption) if c.startswith("Each side's model is analysed at")]
+    assert "A at height=32, width=256 — its settings shared with the Partitions and Timeline pages" in said
+    assert "B at height=32, width=256 — its settings shared" in said
+    assert "take their defaults" not in " ".join(plain(at.caption))
+    # B on a sample nobody set: its defaults, and said so
+    at.selectbox(key="cmp_model_B").set_value("cnn_classifier.onnx")
+    at.button(key="cmp_apply").click()
+    settle(at, "compare_job")
+    [said] = [c for c in plain(at.caption) if c.startswith("Each side's model is analysed at")]
+    assert "B at " in said and "its defaults (no page set this model's dimensions yet)" in said
+
+
+def test_a_whole_shape_preset_fills_the_shape_field_of_an_input_with_an_unnamed_side():
+    """PP-OCR v4's recogniser has an unnamed height (?): its fix is the whole shape of a text line,
+    which the button types into that input's shape field."""
+    path = DATA / "real/rapidocr_ppocrv4_rec.onnx"
+    digest = file_digest(path)
+    at = page("timeline", path).run()
+    assert not at.exception
+    [warning] = degenerate(at)
+    assert "height has no size" in warning
+    button(at, "Set x = 1,3,48,320").click().run()
+    assert not at.exception
+    assert at.text_input(key=f"tl_shape_{digest}_x").value == "1, 3, 48, 320"
+    assert not degenerate(at) and "timeline_job" not in at.session_state
+    assert at.session_state[SHARED][digest]["shapes"] == {"x": (1, 3, 48, 320)}
