@@ -288,17 +288,33 @@ def test_diff_names_what_changed_and_the_gates_decide():
     assert diff.matched == 3
     assert {(c.model, c.kind, c.gate) for c in diff.changes} == {
         ("a.onnx", "coverage", "coverage-drop"), ("a.onnx", "fallback-new", "new-fallback"),
-        ("c.onnx", "verdict", "verdict-change"), ("gone.onnx", "removed", None), ("added.onnx", "added", None)}
+        ("c.onnx", "verdict", "verdict-change"), ("gone.onnx", "removed", "missing-cell"),
+        ("added.onnx", "added", None)}
     text = "\n".join(render_text(diff))
     assert "a.onnx" in text and "erf3" in text and "TRIPPED" in text and "b.onnx" not in text
-    loose = diff_results(old, new, parse_gates("coverage-drop=25"))
+    loose = diff_results(old[:3], new, parse_gates("coverage-drop=25"))
     assert not loose.tripped  # a 20-point drop is within 25 points
+    assert not diff_results(old, new).tripped  # no gate asked for: a missing cell is reported, not gated
     assert not diff_results(old, old, parse_gates("coverage-drop=0,new-fallback,verdict-change")).tripped
 
 
 def test_a_cell_that_now_fails_trips_the_coverage_gate():
     diff = diff_results([result("a.onnx", 1.0)], [result("a.onnx", status="failed")], Gates(coverage_drop=1.0))
     assert [c.kind for c in diff.tripped] == ["now-failed"]
+
+
+def test_a_partition_cell_that_now_fails_trips_the_fallback_gate_too():
+    """A compile that now fails leaves every node to the CPU: ``new-fallback`` alone must see it."""
+    diff = diff_results([result("a.onnx", 1.0)], [result("a.onnx", status="failed")], Gates(new_fallback=True))
+    assert [(c.kind, c.gate) for c in diff.tripped] == [("now-failed", "new-fallback")]
+
+
+def test_a_cell_the_new_sweep_lacks_trips_any_gate():
+    """An unfinished sweep (or a model renamed away) must not pass a gate by measuring less."""
+    old = [result("a.onnx", 1.0), result("b.onnx", 1.0)]
+    for gates in ("new-fallback", "verdict-change", "coverage-drop=5", "cycles-rise=10"):
+        diff = diff_results(old, old[:1], parse_gates(gates))
+        assert [(c.model, c.kind, c.gate) for c in diff.tripped] == [("b.onnx", "removed", "missing-cell")], gates
 
 
 @pytest.mark.parametrize("gates", ["coverage-drop=abc", "coverage-drop=200", "speed", "new-fallback=3"])

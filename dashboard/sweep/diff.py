@@ -16,8 +16,11 @@ rose by more than PCT percent (``cycles-rise`` alone: by any amount), or the cel
 failed. Profile totals are compared only within one unit and one hardware (simulated HTP cycles
 against simulated HTP cycles, a SoC's against the same SoC's): a pair measured on different
 hardware is reported as not comparable and trips nothing. Every backend's change and a new
-costliest node are reported either way. Cells added or removed never trip a gate (that is the
-spec changing, not a model).
+costliest node are reported either way. A partition cell that went from ok to failed trips
+``new-fallback`` too (everything is then left to the CPU). A cell OLD has and NEW lacks trips
+``missing-cell`` whenever any gate is set: a gate that passes because the sweep that should have
+measured the regression did not finish, or a model was renamed away, is no gate. Added cells trip
+nothing (the spec grew).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dashboard.sweep.cells import CellResult
 
 COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE = "coverage-drop", "new-fallback", "verdict-change"
 CYCLES_RISE = "cycles-rise"
+MISSING = "missing-cell"  # not asked for by name: any gate set makes a cell NEW lacks trip it
 GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE, CYCLES_RISE)
 Kind = Literal["coverage", "fallback-new", "fallback-gone", "verdict", "cost", "cost-incomparable", "top-node",
                "now-failed", "now-ok", "added", "removed"]
@@ -187,7 +191,8 @@ def diff_results(old: Iterable[CellResult], new: Iterable[CellResult], gates: Ga
         out.matched += 1
         out.changes += _compare(key, before.pop(key), side, gates)
     for key in before:
-        out.changes.append(_change(key, "removed", "cell no longer in the sweep"))
+        out.changes.append(_change(key, "removed", "cell no longer in the sweep (not run, or its model is gone)",
+                                   gate=MISSING if gates.any else None))
     return out
 
 
@@ -200,6 +205,7 @@ def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change
     analysis = key[3]
     if old.ok and not new.ok:
         gate = (COVERAGE_DROP if analysis == "partition" and gates.coverage_drop is not None else
+                NEW_FALLBACK if analysis == "partition" and gates.new_fallback else
                 VERDICT_CHANGE if analysis == "classify" and gates.verdict_change else
                 CYCLES_RISE if analysis == "profile" and gates.cycles_rise is not None else None)
         return [_change(key, "now-failed", f"now fails: {new.reason}", old="ok", new="failed", gate=gate)]
