@@ -158,3 +158,24 @@ def test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run():
     [warning] = [w.value.replace("\\", "") for w in at.warning if "degenerate" in w.value]
     assert "encoder length encoder_sequence_length is 1" in warning and "encoder_sequence_length = 1500" in warning
     assert any("Whisper, 30 s of audio" in c.value.replace("\\", "") for c in at.caption)
+
+
+@pytest.mark.parametrize("sample, dim", [("text_encoder.onnx", "sequence_length"), ("audio_encoder.onnx", "frames")])
+def test_a_sequence_or_frames_length_collapsed_to_one_is_warned_once_on_any_axis(sample, dim):
+    """The rule is the dimension's name, on any axis of any rank (a text encoder's [batch, seq]
+    ids, mask and types; an audio encoder's [batch, 80, frames]), said once per dimension."""
+    from dashboard.intake.samples import SAMPLES_DIR
+
+    graph = load_model(str(SAMPLES_DIR / sample))
+    assert not shape_hints.hints(graph, resolve_dims(graph, {}))  # the defaults are a real length
+    found = shape_hints.hints(graph, {**resolve_dims(graph, {}), dim: 1})
+    assert len(found) == 1 and f"({dim}) is 1" in found[0].message
+    assert found[0].dims[dim] > 1  # the length to set
+
+
+def test_a_kv_decoders_one_token_step_is_no_warning():
+    from dashboard.intake.samples import SAMPLES_DIR
+
+    graph = load_model(str(SAMPLES_DIR / "llm_decoder_kv.onnx"))
+    ones = {name: 1 for name in resolve_dims(graph, {})}
+    assert not [h for h in shape_hints.hints(graph, ones) if "sequence dimension" in h.message]

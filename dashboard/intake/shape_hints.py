@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dashboard.intake.graph import ModelGraph, TensorSpec
+from dashboard.intake.shapes import DEFAULT_FRAMES, DEFAULT_SEQUENCE, dim_kind, has_kv_cache
 
 WHISPER_ENCODER_FRAMES = 1500  # 30 s of audio: 3000 mel frames, halved by the encoder's strided conv
 OCR_LINE = (48, 320)  # PP-OCR v3/v4 recognisers' text line (height, width)
@@ -246,15 +247,50 @@ def hints(graph: ModelGraph, dims: dict[str, int], shapes: dict[str, tuple[int, 
     image = _image_input(graph)
     if image is not None:
         out += _image_hints(graph, image, dims, shapes, better)
+    warned: set[str] = set()  # a named length shared by several inputs (ids, mask, types) is said once
     for spec in graph.inputs:
-        if spec is image or len(spec.shape or ()) != 3:
+        if spec is not image:
+            for hint in _sequence_hints(graph, spec, effective_shape(spec, dims, shapes), encoder, better):
+                if not (hint.dims and set(hint.dims) <= warned):
+                    out.append(hint)
+                    warned |= set(hint.dims)
+    return out
+
+
+def _sequence_axes(graph: ModelGraph, spec: TensorSpec, encoder: list[str]) -> list[int]:
+    """The axes of ``spec`` that are a sequence (tokens, frames): named so (``sequence_length``,
+    ``frames``, ``num_tokens``…), or the unnamed middle axis of a rank-3 input. Not the KV cache's
+    past or total lengths, not an encoder length (warned on its own), and not a KV decoder's own
+    ``sequence_length``: there one token per step is how it is served."""
+    decoder = has_kv_cache(graph)
+    axes = []
+    for axis, dim in enumerate(spec.shape or ()):
+        if isinstance(dim, str):
+            kind = dim_kind(dim)
+            if dim in encoder or kind not in ("sequence", "frames") or (decoder and kind == "sequence"):
+                continue
+            axes.append(axis)
+        elif dim is None and axis == 1 and len(spec.shape) == 3:
+            axes.append(axis)
+    return axes
+
+
+def _sequence_hints(graph: ModelGraph, spec: TensorSpec, shape: list[int | None], encoder: list[str],
+                    better: dict[str, int]) -> list[ShapeHint]:
+    out = []
+    for axis in _sequence_axes(graph, spec, encoder):
+        if shape[axis] != 1:
             continue
-        shape = effective_shape(spec, dims, shapes)
-        declared = spec.shape[1]
-        if shape[1] == 1 and not isinstance(declared, int) and declared not in encoder:
-            out.append(ShapeHint(spec.name, f"Input {spec.name} would be analysed at {_shape(shape)}: its sequence "
-                                            f"dimension ({declared or '?'}) is 1. Set it to a typical length.",
-                                 {declared: 128} if isinstance(declared, str) else {}))
+        declared = spec.shape[axis]
+        frames = isinstance(declared, str) and dim_kind(declared) == "frames"
+        want = better.get(declared, DEFAULT_FRAMES if frames else DEFAULT_SEQUENCE) if isinstance(declared, str) else None
+        what = "frame" if frames else "token"
+        out.append(ShapeHint(spec.name, f"Input {spec.name} would be analysed at {_shape(shape)}: its "
+                                        f"{'frames' if frames else 'sequence'} dimension ({declared or '?'}) is 1, "
+                                        f"one {what} — attention and convolutions over one {what} are not the graph "
+                                        f"that is served. Set it to a typical length"
+                                        + (f" ({want})." if want else "."),
+                             {declared: want} if want else {}))
     return out
 
 

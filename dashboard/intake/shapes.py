@@ -86,6 +86,12 @@ class DimDefault:
     guessed: bool = False
 
 
+def dim_kind(name: str) -> str | None:
+    """What a symbolic dimension's name says it is: ``batch``, ``past``, ``total``, ``sequence``,
+    ``image``, ``frames``, or None (the rules above)."""
+    return _kind(name)
+
+
 def _kind(name: str) -> str | None:
     key = re.sub(r"[^a-z0-9]", "", name.lower())
     for pattern, kind in _RULES:
