@@ -55,10 +55,15 @@ def root(tmp_path, monkeypatch):
     return base
 
 
-def page(app) -> AppTest:
+def page(app, tab: str | None = None) -> AppTest:
+    """The Sweep page, on ``tab`` when given (only the open tab runs)."""
     at = app()
     at.switch_page("pages/sweep.py").run()
     assert not at.exception, at.exception
+    if tab is not None:
+        at.session_state["sw_tab"] = tab
+        at.run()
+        assert not at.exception, at.exception
     return at
 
 
@@ -88,7 +93,7 @@ def test_the_matrix_shows_coverage_cpu_nodes_and_verdicts_and_filters(app, root)
 
 
 def test_the_diff_names_the_model_that_lost_coverage_and_trips(app, root):
-    at = page(app)
+    at = page(app, "Diff two runs")
     names = at.selectbox(key="sw_diff_old").options
     at.selectbox(key="sw_diff_old").set_value(next(n for n in names if n.endswith("zoo.results")))
     at.selectbox(key="sw_diff_new").set_value(next(n for n in names if n.endswith("pr-run"))).run()
@@ -117,7 +122,7 @@ def test_a_spec_runs_as_a_job_into_its_own_folder(app, root, monkeypatch):
     monkeypatch.setattr(store, "run_sweep", lambda spec, where, **kw: real(spec, where, **{**kw, "run_one": runner}))
     out = results_folder(root / "zoo.toml")
     shutil.rmtree(out)
-    at = page(app)
+    at = page(app, "Run a spec")
     next(b for b in at.button if b.label == "Run the sweep").click().run()
     assert not at.exception, at.exception
     wait_until(lambda: (out / "index.parquet").is_file() and '"complete": true' in (out / "sweep.json").read_text(),

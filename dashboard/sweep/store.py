@@ -204,6 +204,16 @@ class Store:
         return old if old is not None and old.cell.key == cell.key else None
 
     # -- reading the whole folder
+    def identity(self) -> tuple[str, int, int]:
+        """What changes whenever ``index`` would read something else: the index file's name, mtime
+        (ns) and size, or, without an index, the ``cells/`` folder's. A page keys its caches on it,
+        so a rerun of the page reads nothing and a new run of the sweep is seen at once."""
+        for path in (self.root / INDEX, self.root / CELLS):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                return str(path), stat.st_mtime_ns, stat.st_size
+        return str(self.root), 0, 0
+
     def index(self) -> "pandas.DataFrame":
         """The index table (columns ``COLUMNS``); built from the records when there is none (a
         sweep killed before its first rows were written)."""

@@ -121,23 +121,33 @@ def render() -> None:
                 f"{md(access.config_path())}); `python -m dashboard sweep SPEC.toml --out DIR` fills one.",
                 icon=":material/info:")
         return
-    results_tab, run_tab, diff_tab = st.tabs(["Results", "Run a spec", "Diff two runs"])
-    with results_tab:
-        _results(found)
-    with run_tab:
-        _run(found)
-    with diff_tab:
-        _diff(found)
+    # Only the open tab runs (a tab switch reruns the page): the diff reads every record of two
+    # folders, which the matrix, drawn from the index alone, must not wait for.
+    views = {"Results": _results, "Run a spec": _run, "Diff two runs": _diff}
+    for tab, draw in zip(st.tabs(list(views), key="sw_tab", on_change="rerun"), views.values()):
+        if tab.open:
+            with tab:
+                draw(found)
 
 
 def _load(folder: Path) -> pd.DataFrame:
+    """The folder's index, read once per version of it (``_index``), with its notes shown."""
+    from dashboard.sweep.store import Store
+
+    frame, notes = _index(str(folder), Store(folder).identity())
+    for note in notes[:5]:
+        st.warning(md(note), icon=":material/warning:")
+    return frame
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _index(folder: str, identity: tuple) -> tuple[pd.DataFrame, list[str]]:
+    """``Store.index`` keyed by the index file's identity (name, mtime, size): a rerun of the page
+    (a filter, a pick) reads nothing, and a sweep that rewrote the index is read afresh."""
     from dashboard.sweep.store import Store
 
     store = Store(folder)
-    frame = store.index()
-    for note in store.notes[:5]:
-        st.warning(md(note), icon=":material/warning:")
-    return frame
+    return store.index(), list(store.notes)
 
 
 def _results(found: Offered) -> None:
@@ -174,9 +184,10 @@ def _results(found: Offered) -> None:
             st.dataframe(failed[["model", "soc", "option_set", "analysis", "reason"]], hide_index=True)
     stem = Path(folder).name
     left, right = st.columns(2)
-    left.download_button("Download CSV", frame.to_csv(index=False).encode(), f"{stem}-sweep.csv", "text/csv",
-                         icon=":material/download:", key="sw_csv")
-    right.download_button("Download Parquet", _parquet(frame), f"{stem}-sweep.parquet",
+    # The files are made when clicked, not on every rerun of the page.
+    left.download_button("Download CSV", lambda: frame.to_csv(index=False).encode(), f"{stem}-sweep.csv",
+                         "text/csv", icon=":material/download:", key="sw_csv")
+    right.download_button("Download Parquet", lambda: _parquet(frame), f"{stem}-sweep.parquet",
                           "application/vnd.apache.parquet", icon=":material/download:", key="sw_parquet")
 
 
@@ -200,30 +211,37 @@ def _filters(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def matrix(frame: pd.DataFrame):
-    """Models × (SoC · setting set): each cell's text and its colour by HTP coverage (a Styler)."""
-    frame = frame.assign(column=frame["soc"] + " · " + frame["option_set"])
-    keys = frame[["model", "column"]].drop_duplicates()
-    text = pd.DataFrame("", index=sorted(keys["model"].unique()), columns=sorted(keys["column"].unique()))
-    coverage = pd.DataFrame(float("nan"), index=text.index, columns=text.columns)
-    for (model, column), cells in frame.groupby(["model", "column"]):
-        parts = []
-        order = cells["analysis"].map(ORDER).fillna(len(ORDER))
-        for row in cells.assign(_order=order).sort_values("_order").itertuples():  # partition first
-            if row.status == "failed":
-                parts.append(f"{row.analysis} failed")
-            elif row.analysis == "partition" and pd.notna(row.htp_coverage):
-                coverage.loc[model, column] = row.htp_coverage
-                parts.append(f"HTP {row.htp_coverage:.0%} · {int(row.cpu_nodes or 0)} on CPU")
-            elif row.analysis == "classify":
-                parts.append(f"{row.verdict_ep} / {row.verdict_refined}")
-            elif row.analysis == "profile":
-                parts.append(_profiled(row))
-        text.loc[model, column] = " · ".join(parts)
+    """Models × (SoC · setting set): each cell's text and its colour by HTP coverage (a Styler).
+    One table whatever the sweep's size: each index row's text is made once, then the rows are
+    joined per matrix cell (partition first, as coloured) and pivoted."""
+    order = frame["analysis"].map(ORDER).fillna(len(ORDER))
+    rows = frame.assign(column=frame["soc"] + " · " + frame["option_set"], _order=order).sort_values(
+        ["model", "column", "_order"], kind="stable")
+    rows = rows.assign(_text=[_part(row) for row in rows.itertuples()])
+    measured = (rows["analysis"] == "partition") & (rows["status"] != "failed") & rows["htp_coverage"].notna()
+    index, columns = sorted(rows["model"].unique()), sorted(rows["column"].unique())
+    text = (rows.groupby(["model", "column"])["_text"].agg(lambda parts: " · ".join(p for p in parts if p))
+            .unstack().reindex(index=index, columns=columns).fillna(""))
+    coverage = (rows[measured].groupby(["model", "column"])["htp_coverage"].last().unstack()
+                .reindex(index=index, columns=columns))
 
     def colour(_):
         return coverage.map(_shade)
 
     return text.style.apply(colour, axis=None)
+
+
+def _part(row) -> str:
+    """One index row's share of its matrix cell's text."""
+    if row.status == "failed":
+        return f"{row.analysis} failed"
+    if row.analysis == "partition" and pd.notna(row.htp_coverage):
+        return f"HTP {row.htp_coverage:.0%} · {int(row.cpu_nodes or 0)} on CPU"
+    if row.analysis == "classify":
+        return f"{row.verdict_ep} / {row.verdict_refined}"
+    if row.analysis == "profile":
+        return _profiled(row)
+    return ""
 
 
 def _profiled(row) -> str:
@@ -394,10 +412,13 @@ def _diff(found: Offered) -> None:
                                     help="Also cycles-rise=PCT: a profile cell's HTP total rose by more than PCT "
                                          "percent (simulated HTP cycles against simulated HTP cycles only; they move "
                                          "a few percent run to run, so PCT above that, e.g. 10).")
-    from dashboard.sweep.diff import diff_folders, parse_gates, render_text
+    from dashboard.sweep.diff import render_text
+    from dashboard.sweep.store import Store
 
     try:
-        result = diff_folders(str(found.folders[old]), str(found.folders[new]), parse_gates(gates))
+        old_folder, new_folder = found.folders[old], found.folders[new]
+        result = _diffed(str(old_folder), str(new_folder), gates, Store(old_folder).identity(),
+                         Store(new_folder).identity())
     except UserError as exc:
         st.error(md(exc), icon=":material/error:")
         return
@@ -408,3 +429,11 @@ def _diff(found: Offered) -> None:
         st.success("No gate trips: `sweep diff` would exit 0.", icon=":material/check_circle:")
     st.code("\n".join(render_text(result)), language=None)
 
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _diffed(old: str, new: str, gates: str, old_identity: tuple, new_identity: tuple):
+    """``diff_folders`` (it reads every record of both folders) once per pair of index versions
+    and gates: a rerun of the page, or the same pair picked again, reads nothing."""
+    from dashboard.sweep.diff import diff_folders, parse_gates
+
+    return diff_folders(old, new, parse_gates(gates))
