@@ -44,7 +44,8 @@ board-test: $(VENV)/.dev system-deps
 	$(PY) -m pytest -q tests/test_board.py
 
 # Every benchmark runs; the target fails at the end if a speed floor failed (each says which: the
-# classify ratio in `dashboard bench`, the first partition run's in partition_bench.py, the profile's in profile_bench.py).
+# classify ratio in `dashboard bench`, the first partition run's in partition_bench.py, the profile's in profile_bench.py,
+# the Sweep page's 800-cell open in sweep_page_bench.py).
 bench: $(VENV)/.dev system-deps
 	$(PY) -m compileall -q dashboard
 	@failed=""; \
@@ -53,6 +54,7 @@ bench: $(VENV)/.dev system-deps
 	$(PY) benchmarks/migration_bench.py || failed="$$failed migration"; \
 	$(PY) benchmarks/viewer_bench.py || failed="$$failed viewer"; \
 	$(PY) benchmarks/profile_bench.py || failed="$$failed profile"; \
+	$(PY) benchmarks/sweep_page_bench.py || failed="$$failed sweep-page"; \
 	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed (see FLOOR FAILED above)"; exit 1; fi
 
 samples: $(VENV)/.runtime
