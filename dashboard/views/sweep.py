@@ -221,7 +221,7 @@ def matrix(frame: pd.DataFrame):
     measured = (rows["analysis"] == "partition") & (rows["status"] != "failed") & rows["htp_coverage"].notna()
     index, columns = sorted(rows["model"].unique()), sorted(rows["column"].unique())
     text = (rows.groupby(["model", "column"])["_text"].agg(lambda parts: " · ".join(p for p in parts if p))
-            .unstack().reindex(index=index, columns=columns).fillna(""))
+            .unstack().reindex(index=index, columns=columns).fillna("").rename_axis(index=None, columns=None))
     coverage = (rows[measured].groupby(["model", "column"])["htp_coverage"].last().unstack()
                 .reindex(index=index, columns=columns))
 
