@@ -70,16 +70,23 @@ def _shaped_input(settings: Settings) -> list[str]:
     its external weights read from the file's folder."""
     if not settings.shapes:
         return ["source = MODEL"]
+    return [*declared_shapes_copy(),
+            f"options.add_session_config_entry({EXTERNAL_DATA_FOLDER!r}, "
+            "os.path.dirname(os.path.abspath(MODEL)))",
+            "source = model.SerializeToString()"]
+
+
+def declared_shapes_copy() -> list[str]:
+    """Script lines that load ``MODEL`` without its weights into ``model`` and declare each
+    ``INPUT_SHAPES`` entry as that input's whole shape: what a run with whole input shapes does to
+    a copy (the file is unchanged). Shared by the partition and timeline snippets."""
     return ["model = onnx.load(MODEL, load_external_data=False)  # declare the input shapes in a copy",
             "for graph_input in model.graph.input:",
             "    if graph_input.name in INPUT_SHAPES:",
             "        dims = graph_input.type.tensor_type.shape.dim",
             "        del dims[:]",
             "        for size in INPUT_SHAPES[graph_input.name]:",
-            "            dims.add().dim_value = size",
-            f"options.add_session_config_entry({EXTERNAL_DATA_FOLDER!r}, "
-            "os.path.dirname(os.path.abspath(MODEL)))",
-            "source = model.SerializeToString()"]
+            "            dims.add().dim_value = size"]
 
 
 def report_snippet(report, backend: str = "htp") -> str:

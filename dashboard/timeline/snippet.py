@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dashboard.partition.snippet import EXTERNAL_DATA_FOLDER, LEVELS, QNN_EP
+from dashboard.partition.snippet import EXTERNAL_DATA_FOLDER, LEVELS, QNN_EP, declared_shapes_copy
 from dashboard.runtime.config import SessionConfig
 from dashboard.timeline.model import TimelineOptions
 
@@ -137,14 +137,7 @@ def _source(options: TimelineOptions) -> list[str]:
     """The model every session reads: the file, or a copy declaring the whole input shapes."""
     if not options.shapes:
         return ["source = MODEL"]
-    return ["model = onnx.load(MODEL, load_external_data=False)  # declare the input shapes in a copy",
-            "for graph_input in model.graph.input:",
-            "    if graph_input.name in INPUT_SHAPES:",
-            "        dims = graph_input.type.tensor_type.shape.dim",
-            "        del dims[:]",
-            "        for size in INPUT_SHAPES[graph_input.name]:",
-            "            dims.add().dim_value = size",
-            "source = model.SerializeToString()"]
+    return [*declared_shapes_copy(), "source = model.SerializeToString()"]
 
 
 def model_timeline_snippet(model_path: str, options: TimelineOptions, fast: str | None = None) -> str:
