@@ -80,25 +80,22 @@ def parse_gates(text: str) -> Gates:
 
 
 def _points(value: str) -> float:
-    try:
-        points = float(value.rstrip("%"))
-    except ValueError:
-        raise UserError(f"--fail-on coverage-drop={value!r}: PCT must be a number of percentage points, e.g. "
-                        "coverage-drop=1") from None
-    if not 0 <= points <= 100:
-        raise UserError(f"--fail-on coverage-drop={value}: PCT must be between 0 and 100 percentage points")
-    return points
+    return _bounded(COVERAGE_DROP, value, "a number of percentage points", 100, "percentage points", 1)
 
 
 def _percent(value: str) -> float:
+    return _bounded(CYCLES_RISE, value, "a percentage of the old HTP total", 10000, "percent", 10)
+
+
+def _bounded(gate: str, value: str, what: str, top: float, unit: str, example: float) -> float:
+    """A gate's PCT: a number from 0 to ``top`` (a trailing ``%`` allowed; NaN refused)."""
     try:
-        percent = float(value.rstrip("%"))
+        number = float(value.rstrip("%"))
     except ValueError:
-        raise UserError(f"--fail-on cycles-rise={value!r}: PCT must be a percentage of the old HTP total, e.g. "
-                        "cycles-rise=10") from None
-    if not 0 <= percent <= 10000 or percent != percent:
-        raise UserError(f"--fail-on cycles-rise={value}: PCT must be between 0 and 10000 percent")
-    return percent
+        raise UserError(f"--fail-on {gate}={value!r}: PCT must be {what}, e.g. {gate}={example:g}") from None
+    if not 0 <= number <= top:  # also False for NaN
+        raise UserError(f"--fail-on {gate}={value}: PCT must be between 0 and {top:g} {unit}")
+    return number
 
 
 @dataclass
