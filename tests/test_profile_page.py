@@ -395,6 +395,8 @@ def test_the_overlay_keeps_the_eps_inserted_rows_and_paints_a_share_as_itself():
     assert overlays[me.INSERTED_OVERLAY].results[ids[first]].value == pytest.approx(round(transpose.share * 100, 2))
     small = max((r for r in profile.nodes if r.backend == "htp" and not r.inserted and r.serves is None
                  and r.name != first), key=lambda r: r.share)
-    assert small.share < 0.5 and overlays[me.COST_OVERLAY].results[ids[small.name]].bgColor != me.COST_GRADIENTS["htp"][1]
+    drawn = overlays[me.COST_OVERLAY].results[ids[small.name]]
+    assert small.share < 0.5 and drawn.bgColor == me._mix(*me.COST_GRADIENTS["htp"], small.share)
+    assert drawn.bgColor != me.COST_GRADIENTS["htp"][1]  # a small share is not painted as the darkest
     served = {k.key: k.value for k in me.cost_attrs(profile)[first]}
     assert "the cost overlay includes its" in served["HTP inserted for it"]

@@ -307,8 +307,8 @@ class MappedGraphs:
                                   "model as written, so nodes ORT fuses first may show as rows of their own")
                 graph = self.prepared.graph
                 opt = opt_graph(graph)
-                self._graphs = Graphs(opt, place_model_nodes(graph, opt), [graph.nodes[i].name for i in graph.topo_order],
-                                      {n.name: n.op_type for n in graph.nodes})
+                order = [graph.nodes[i].name for i in graph.topo_order]
+                self._graphs = Graphs(opt, place_model_nodes(graph, opt), order, {n.name: n.op_type for n in graph.nodes})
         return self._graphs
 
 
@@ -395,8 +395,9 @@ def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, no
         backends["cpu"] = _failed("cpu", hardware, str(exc), [])
         return
     mapped = graphs()
-    backends["cpu"], rows = cpu_backend(session.ort_text(), mapped, args.warmup, hardware,
-                                        ([note] if note else []) + graphs.notes, _refine(prepared, base, workdir, mapped))
+    notes = ([note] if note else []) + graphs.notes
+    backends["cpu"], rows = cpu_backend(session.ort_text(), mapped, args.warmup, hardware, notes,
+                                        _refine(prepared, base, workdir, mapped))
     nodes += rows
 
 

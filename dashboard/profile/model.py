@@ -185,7 +185,7 @@ class Profile(Record):
             for name in ("total", "total_min", "total_max", "execute_us"):
                 if bad(getattr(b, name)):
                     yield f"backends.{key}.{name}"
-            for i, f in enumerate([*b.finalize, *b.figures]):
+            for f in (*b.finalize, *b.figures):
                 if bad(f.value):
                     yield f"backends.{key} figure {f.name!r}"
         for i, n in enumerate(self.nodes):

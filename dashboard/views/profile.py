@@ -501,8 +501,9 @@ def compare_sides(digests: tuple[str, str], names: tuple[str, str]) -> None:
         return
     left, mid, right = st.columns([3, 3, 2])
     a_labels, b_labels = [e["label"] for e in sides[0]], [e["label"] for e in sides[1]]
-    a_label = left.selectbox("Profile A", a_labels, index=max(len(a_labels) - 2, 0) if digests[0] == digests[1] else
-                             len(a_labels) - 1, key="cmp_pf_a")
+    one_model = digests[0] == digests[1]  # two setting sets: A the one before the latest
+    a_label = left.selectbox("Profile A", a_labels, index=max(len(a_labels) - (2 if one_model else 1), 0),
+                             key="cmp_pf_a")
     b_label = mid.selectbox("Profile B", b_labels, index=len(b_labels) - 1, key="cmp_pf_b")
     if a_label == b_label:
         st.caption("Both sides pick the same profile: profile the model again with side B's settings on the Profile "
