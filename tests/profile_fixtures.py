@@ -1,7 +1,8 @@
 """Example profiles built by hand, for tests and views that must not need the HTP simulator.
 
 ``cnn_profile()`` has the shape of a real profile of ``samples/cnn_classifier.onnx`` (its node names,
-the EP's inserted input ``Transpose``, Conv+BatchNormalization+Relu fused groups, a CPU-fallback node
+the EP's inserted input ``Transpose``, Conv+BatchNormalization+Relu fused groups carried by
+the Conv (first in model order), a CPU-fallback node
 in µs, a GPU that failed), with made-up figures chosen so that every rule of the record holds: the
 HTP's node cycles add up to its total, members of a fused group cost 0, shares are of their own
 backend's total. ``aihub_profile()`` is an imported one (µs on a named device, one unmatched layer).
@@ -34,10 +35,10 @@ def cnn_profile(runs: int = 10, gpu_failed: bool = True) -> Profile:
     ]
     for i, block in enumerate(BLOCKS):
         conv, bn, relu = f"{block}/Conv", f"{block}/BatchNormalization", f"{block}/Relu"
-        nodes.append(_node(conv, "Conv", "htp", "cycles", [0.0] * runs, group=relu, qnn_ops=[f"{conv}_token_{i + 1}"]))
-        nodes.append(_node(bn, "BatchNormalization", "htp", "cycles", [0.0] * runs, group=relu))
-        nodes.append(_node(relu, "Relu", "htp", "cycles", _runs(40_000 * (i + 1), runs), group=relu,
-                           members=[relu, conv, bn], qnn_ops=[f"{conv}_token_{i + 1}"]))
+        nodes.append(_node(conv, "Conv", "htp", "cycles", _runs(40_000 * (i + 1), runs), group=conv,
+                           members=[conv, bn, relu], qnn_ops=[f"{conv}_token_{i + 1}", f"{relu}_token_{i + 1}"]))
+        nodes.append(_node(bn, "BatchNormalization", "htp", "cycles", [0.0] * runs, group=conv))
+        nodes.append(_node(relu, "Relu", "htp", "cycles", [0.0] * runs, group=conv))
     nodes += [
         _node("/classifier/GlobalAveragePool", "GlobalAveragePool", "htp", "cycles", _runs(30_000, runs)),
         _node("/classifier/Flatten", "Flatten", "htp", "cycles", _runs(2_000, runs)),

@@ -82,6 +82,6 @@ def test_the_profile_floor_compares_the_cli_with_the_bare_script_of_the_same_run
     monkeypatch.setattr(bench, "alternating", fake)
     monkeypatch.setattr(sys, "argv", ["profile_bench.py", "--runs", "7"])
     assert profile_bench.main() == code
-    assert "FAILED" in capsys.readouterr().out if code else True
+    assert ("FAILED" in capsys.readouterr().out) == bool(code)
     assert seen[0][1].endswith("profile_bare.py") and seen[0][4] == "7"
     assert seen[1][1:5] == ["-m", "dashboard", "profile", seen[0][2]] and "7" in seen[1]

@@ -67,7 +67,9 @@ def test_a_downloaded_profile_lands_on_the_models_nodes_and_lists_what_does_not(
     assert sorted(u.name for u in profile.unmatched) == ["Transpose_token_0", "_output_0_quantize"]
     htp = profile.backends["htp"]
     assert htp.total == 127 + 64 + 50 + 3 and any("2 of 6 layers" in n for n in htp.notes)
-    assert {f.name: f.value for f in htp.figures}["estimated_inference_time"] == 812
+    assert {f.name: f.value for f in profile.summary}["estimated_inference_time"] == 812
+    assert not htp.figures and not profile.backends["cpu"].figures  # whole-model figures once, not per backend
+    assert profile.node("/features.0/features.0/Conv").cycles == 90000  # execution_cycles kept
     assert profile.runs == 3
 
 
@@ -89,6 +91,10 @@ def test_the_device_name_comes_from_the_file_when_it_says_and_else_asks(tmp_path
     (download_profile([{"name": "x", "type": "Conv", "compute_unit": "NPU", "execution_time": "fast"}]), "µs"),
     (download_profile([{"name": "/other/model/Conv", "type": "Conv", "compute_unit": "NPU", "execution_time": 3}]),
      "another model"),
+    ('{"execution_summary": {}, "execution_detail": [{"name": "/classifier/Softmax", "type": "Softmax", '
+     '"compute_unit": "CPU", "execution_time": Infinity}]}', "µs"),
+    ('{"execution_summary": {}, "execution_detail": [{"name": "/classifier/Softmax", "type": "Softmax", '
+     '"compute_unit": "CPU", "execution_time": NaN}]}', "µs"),
 ])
 def test_a_malformed_or_mismatched_file_is_one_line_and_exit_2(tmp_path, capsys, content, words):
     path = write(tmp_path, content)
@@ -163,3 +169,50 @@ def test_against_an_earlier_profile_shows_what_changed_and_refuses_a_file_that_i
     assert main(["profile", str(SAMPLE), "--aihub", str(path), "--against", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1
+
+
+def test_an_older_clients_compute_unit_names_are_read_and_an_unknown_unit_is_no_cpu_fallback(tmp_path, capsys):
+    from dashboard.profile.aihub import import_file
+
+    older = [{**layer, "compute_unit": f"COMPUTE_UNIT_{layer['compute_unit']}"} for layer in LAYERS]
+    older.append({"compute_unit": "COMPUTE_UNIT_UNSPECIFIED", "execution_time": 7,
+                  "name": "/classifier/GlobalAveragePool", "type": "Mean"})
+    profile = import_file(write(tmp_path, download_profile(older)), SAMPLE, "Galaxy S24")
+    assert profile.node("/features.0/features.0/Conv").median == 64
+    assert profile.node("/classifier/Softmax").backend == "cpu"
+    pool = profile.node("/classifier/GlobalAveragePool")
+    assert pool.backend == "unspecified" and "CPU" not in profile.label("unspecified")
+    assert profile.label("cpu").endswith("by AI Hub (CPU)") and "CPU EP" not in profile.label("cpu")
+    from dashboard.render.model_explorer import FALLBACK_OVERLAY, cost_overlays
+    from dashboard.intake.reader import load_model
+
+    fallback = cost_overlays(load_model(SAMPLE), profile)[FALLBACK_OVERLAY].results
+    assert len(fallback) == 1  # the Softmax only: a layer of no known unit is not drawn as CPU fallback
+    assert main(["profile", str(SAMPLE), "--aihub", str(write(tmp_path, download_profile(older))),
+                 "--device-name", "S24"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("estimated_inference_time") == 1  # the whole model's figures once, not under each backend
+
+
+@pytest.mark.parametrize("flags", [["--runs", "3"], ["--fp16"], ["--soc", "60"], ["--device", "ssh://u@h"],
+                                   ["--option", "htp_performance_mode=burst"]])
+def test_measuring_flags_with_an_import_are_refused_not_ignored(tmp_path, capsys, flags):
+    path = write(tmp_path, download_profile(LAYERS))
+    assert main(["profile", str(SAMPLE), "--aihub", str(path), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and flags[0] in err and "--aihub" in err
+
+
+def test_an_against_file_with_nan_is_one_line(tmp_path, capsys):
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profile_fixtures import cnn_profile
+
+    data = cnn_profile().to_json()
+    data["nodes"][0]["share"] = float("nan")
+    earlier = write(tmp_path, json.dumps(data), "earlier.json")
+    assert main(["profile", str(SAMPLE), "--aihub", str(write(tmp_path, download_profile(LAYERS))),
+                 "--against", str(earlier)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and "finite" in err

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "samples" / "cnn_classifier.onnx"
 
@@ -66,9 +68,19 @@ def test_two_setting_sets_compare_per_node_and_op_type(tmp_path):
     second = cli("--runs", "2", "--backends", "htp", "--fp16", "--soc", "60", "--json", "--against",
                  str(tmp_path / "fp32.json"))
     assert second.returncode == 0, second.stderr[-2000:]
-    compared = json.loads(second.stdout)["compared"]["htp"]
+    now = json.loads(second.stdout)
+    compared = now["compared"]["htp"]
     assert compared["a"] == compared["b"] == "simulated HTP cycles"
     names = {r["name"] for r in compared["name"]}
     assert "Transpose" in names and "/features.0/features.0/Conv" in names
     assert all(r["ratio"] is None or r["ratio"] >= 0 for r in compared["name"])
+    then = {n["name"]: n for n in json.loads(first.stdout)["nodes"] if n["backend"] == "htp"}
+    later = {n["name"]: n for n in now["nodes"] if n["backend"] == "htp"}
+    transpose = next(r for r in compared["name"] if r["name"] == "Transpose")
+    assert transpose["a_share"] == pytest.approx(then["Transpose"]["share"])
+    assert transpose["b_share"] == pytest.approx(later["Transpose"]["share"])
+    for row in compared["name"]:
+        assert row["share_change"] == pytest.approx(row["b_share"] - row["a_share"])
+        if row["a"] is not None and row["b"] is not None and row["a"]:
+            assert row["ratio"] == pytest.approx(row["b"] / row["a"])  # the same simulator: figures divide
     assert {r["op_type"] for r in compared["op_type"]} >= {"Transpose", "Relu"}

@@ -50,10 +50,10 @@ def test_shares_sum_per_backend_and_tables_keep_every_row():
 
 def test_fused_groups_and_inserted_rows():
     profile = cnn_profile()
-    relu = profile.node("/features.0/features.0/Relu")
-    assert relu.carrier and "/features.0/features.0/Conv" in relu.members
     conv = profile.node("/features.0/features.0/Conv")
-    assert conv.fused and conv.group == relu.name and conv.median == 0
+    assert conv.carrier and conv.members[0] == conv.name and "/features.0/features.0/Relu" in conv.members
+    relu = profile.node("/features.0/features.0/Relu")
+    assert relu.fused and relu.group == conv.name and relu.median == 0
     transpose = profile.node("Transpose")
     assert transpose.inserted and transpose.serves == "/features.0/features.0/Conv"
     assert [n.name for n in profile.top(1, "htp")] == ["Transpose"]
@@ -88,7 +88,7 @@ def test_two_profiles_compare_per_node_and_op_type_and_never_divide_cycles_by_mi
     assert row.ratio == pytest.approx(0.5) and row.share_change < 0
     assert by_node.iloc[0]["name"] == "Transpose"  # the largest change first
     by_op = compare(fp32, fp16, by="op_type")
-    assert set(by_op.op_type) == {n.op_type for n in fp32.backend_nodes("htp")}
+    assert set(by_op.op_type) == {"Transpose", "Conv+BatchNormalization+Relu", "GlobalAveragePool", "Flatten", "Gemm"}
     imported = aihub_profile()
     mixed = compare(fp32, imported)  # simulated cycles against AI Hub's µs: shares only
     assert mixed.ratio.isna().all() and mixed.attrs["b"].startswith("µs measured on")
@@ -99,7 +99,48 @@ def test_the_overlay_colours_a_fused_member_by_its_groups_cost_and_hangs_inserte
     profile = cnn_profile()
     overlay = profile.overlay()
     conv, relu = overlay["/features.0/features.0/Conv"], overlay["/features.0/features.0/Relu"]
-    assert conv["share"] == 0 and conv["group_share"] == relu["share"] > 0
+    assert relu["share"] == 0 and relu["group_share"] == conv["share"] > 0
     assert [i["name"] for i in conv["inserted"]] == ["Transpose"]
     assert "Transpose" not in overlay
     assert overlay["/classifier/Softmax"]["backend"] == "cpu" and overlay["/classifier/Softmax"]["unit"] == "us"
+
+
+def test_a_fused_groups_cost_is_summed_under_its_members_op_types_never_on_its_relu():
+    profile = cnn_profile()
+    ops = profile.by_op_type("htp").set_index("op_type")
+    groups = [n for n in profile.backend_nodes("htp") if n.carrier]
+    assert ops.loc["Conv+BatchNormalization+Relu", "median"] == pytest.approx(sum(n.median for n in groups))
+    assert ops.loc["Conv+BatchNormalization+Relu", "nodes"] == 3 * len(groups)
+    assert not {"Relu", "Conv", "BatchNormalization"} & set(ops.index)  # no costly Relu beside a "free" Conv
+    from dashboard.profile.model import summaries
+
+    (title, rows), _ = summaries(profile.backend_nodes("htp"))
+    assert title == "op types" and "Conv+BatchNormalization+Relu" in [r[0] for r in rows]
+
+
+def test_no_ratio_between_figures_of_different_hardware_in_the_same_unit():
+    from dashboard.profile.model import compare
+
+    simulated, device = cnn_profile(), cnn_profile()
+    device.backends["htp"].hardware = "Snapdragon 8 Gen 3 NPU"
+    frame = compare(simulated, device)
+    assert frame.ratio.isna().all() and "different hardware" in frame.attrs["no_ratio"]
+    phone_cpu = cnn_profile()
+    phone_cpu.backends["cpu"].hardware = "AI Hub, Galaxy S24"
+    assert compare(simulated, phone_cpu, "cpu").ratio.isna().all()
+    same = compare(simulated, cnn_profile())
+    assert same.attrs["no_ratio"] is None and (same.ratio.dropna() == 1.0).all() and same.ratio.notna().any()
+
+
+@pytest.mark.parametrize("where", ["nodes", "backends", "share"])
+def test_a_profile_with_nan_or_infinity_is_refused_in_one_line(where):
+    data = cnn_profile().to_json()
+    if where == "nodes":
+        data["nodes"][1]["median"] = float("nan")
+    elif where == "backends":
+        data["backends"]["htp"]["total"] = float("inf")
+    else:
+        data["nodes"][0]["share"] = float("nan")
+    with pytest.raises(Exception, match="not a finite number") as caught:
+        loads(Profile, json.dumps(data), "earlier.json")
+    assert "\n" not in str(caught.value)

@@ -79,7 +79,7 @@ def test_a_profile_shows_each_backend_in_its_unit_the_top_nodes_and_a_failed_bac
     top = next(spec for spec in chart_specs(at) if spec["layout"]["title"]["text"] == "Top nodes · simulated HTP cycles")
     bars = top["data"][0]["y"]
     assert bars[-1] == "Transpose (inserted)"  # the costliest, on top
-    assert "/features.3/features.3/Relu (+2 fused)" in bars
+    assert "/features.3/features.3/Conv (+2 fused)" in bars
 
 
 def test_the_node_table_lists_every_row_with_its_kind_of_figure_and_downloads_as_csv():
@@ -127,9 +127,9 @@ def test_compare_shows_per_node_and_per_op_type_differences():
     at.selectbox(key="pf_cmp_a").set_value("#1 fp16")
     at.selectbox(key="pf_cmp_b").set_value("#2 fp32").run()
     nodes = frame_with(at, "share_change")
-    relu = a.node("/features.3/features.3/Relu")
-    row = nodes[nodes["name"] == relu.name].iloc[0]
-    assert row["b"] - row["a"] == pytest.approx(relu.median) and row["ratio"] == pytest.approx(2.0)
+    conv = a.node("/features.3/features.3/Conv")
+    row = nodes[nodes["name"] == conv.name].iloc[0]
+    assert row["b"] - row["a"] == pytest.approx(conv.median) and row["ratio"] == pytest.approx(2.0)
     assert "Share of the HTP total per node" in chart_specs(at)[-1]["layout"]["title"]["text"]
     at.radio(key="pf_cmp_by").set_value("op_type").run()
     ops = frame_with(at, "share_change")
@@ -157,15 +157,15 @@ def test_the_cost_overlay_shades_each_backend_and_marks_the_cpu_fallback():
     ids = {n.name: me.node_id(n) for n in graph.nodes}
     cost = overlays[me.COST_OVERLAY].results
     costliest = max((r for r in profile.nodes if r.backend == "htp" and not r.inserted), key=lambda r: r.share)
-    assert cost[ids[costliest.name]].bgColor == me.COST_GRADIENTS["htp"][1]  # the darkest blue
-    member = "/features.3/features.3/Conv"  # fused into the Relu: drawn with its group's share
+    assert cost[ids[costliest.name]].bgColor == me._mix(*me.COST_GRADIENTS["htp"], costliest.share)  # its share
+    member = "/features.3/features.3/Relu"  # fused into the Conv's group: drawn with its group's share
     assert cost[ids[member]].value == cost[ids[costliest.name]].value
     assert cost[ids["/classifier/Softmax"]].bgColor == me.COST_GRADIENTS["cpu"][1]  # the CPU's only node
     fallback = overlays[me.FALLBACK_OVERLAY].results
     assert list(fallback) == [ids["/classifier/Softmax"]]
     assert fallback[ids["/classifier/Softmax"]].value == pytest.approx(profile.node("/classifier/Softmax").median, abs=0.1)
     attrs = {k.key: k.value for k in me.cost_attrs(profile)[member]}
-    assert "HTP fused group" in attrs and "/features.3/features.3/Relu" in attrs["HTP fused group"]
+    assert "HTP fused group" in attrs and "/features.3/features.3/Conv" in attrs["HTP fused group"]
     served = {k.key: k.value for k in me.cost_attrs(profile)["/features.0/features.0/Conv"]}
     assert "simulated HTP cycles" in served["HTP inserted for it"]
 
@@ -341,3 +341,62 @@ def test_the_time_left_follows_the_pace_of_the_runs(tmp_path):
     at.button(key=f"{JOB}_cancel").click().run()
     job.wait(30)
     assert job.done and job.cancelled
+
+
+def test_every_microsecond_figure_of_the_simulator_says_it_is_host_time_not_the_npus():
+    at = with_profiles(("simulator", cnn_profile()))
+    table = frame_with(at, "phase")
+    us = table[table["unit"] == "us"]
+    assert len(us) >= 4  # QNN execute, the finalize phases, power-on, VTCM acquire
+    assert (us["what"] == "HTP simulator's time on this host, not the NPU's").all()
+
+
+def _compare_sides_app():
+    """The Compare page's profile section alone (its partition analyses need the simulator)."""
+    from dashboard.views import profile as profile_view
+
+    profile_view.compare_sides(("d" * 32, "d" * 32), ("A: cnn", "B: cnn"))
+
+
+def test_the_compare_pages_section_puts_two_profiles_of_the_sides_side_by_side():
+    from streamlit.testing.v1 import AppTest
+
+    a, b = cnn_profile(), _scaled(cnn_profile(), 2.0)
+    now = datetime.now(timezone.utc)
+    at = AppTest.from_function(_compare_sides_app, default_timeout=60)
+    at.run()
+    assert "No profile of A: cnn or B: cnn" in texts(at)  # none yet: says where to make one
+    at.session_state["profile_runs"] = [{"label": f"#{i + 1} {w}", "profile": p, "digest": "d" * 32, "name": "cnn",
+                                         "device": "local", "finished": now, "what": w}
+                                        for i, (w, p) in enumerate((("fp16", a), ("fp32", b)))]
+    at.run()
+    assert not at.exception, at.exception
+    assert "Where the time goes" in texts(at)
+    assert at.selectbox(key="cmp_pf_a").value == "#1 fp16" and at.selectbox(key="cmp_pf_b").value == "#2 fp32"
+    nodes = frame_with(at, "share_change")
+    conv = a.node("/features.3/features.3/Conv")
+    assert nodes[nodes["name"] == conv.name].iloc[0]["ratio"] == pytest.approx(2.0)
+    device = cnn_profile()
+    device.backends["htp"].hardware = "Snapdragon 8 Gen 3 NPU"
+    at.session_state["profile_runs"][1]["profile"] = device
+    at.run()
+    assert frame_with(at, "share_change")["ratio"].isna().all() and "different hardware" in texts(at)
+
+
+def test_the_overlay_keeps_the_eps_inserted_rows_and_paints_a_share_as_itself():
+    graph = load_model(SAMPLE)
+    profile = cnn_profile()
+    overlays = me.cost_overlays(graph, profile)
+    ids = {n.name: me.node_id(n) for n in graph.nodes}
+    first = "/features.0/features.0/Conv"
+    transpose, group = profile.node("Transpose"), profile.node(first)
+    cost = overlays[me.COST_OVERLAY].results[ids[first]]
+    assert cost.value == pytest.approx(round((transpose.share + group.share) * 100, 2))
+    assert overlays[me.INSERTED_OVERLAY].results[ids[first]].value == pytest.approx(round(transpose.share * 100, 2))
+    small = max((r for r in profile.nodes if r.backend == "htp" and not r.inserted and r.serves is None
+                 and r.name != first), key=lambda r: r.share)
+    drawn = overlays[me.COST_OVERLAY].results[ids[small.name]]
+    assert small.share < 0.5 and drawn.bgColor == me._mix(*me.COST_GRADIENTS["htp"], small.share)
+    assert drawn.bgColor != me.COST_GRADIENTS["htp"][1]  # a small share is not painted as the darkest
+    served = {k.key: k.value for k in me.cost_attrs(profile)[first]}
+    assert "the cost overlay includes its" in served["HTP inserted for it"]

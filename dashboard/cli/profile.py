@@ -56,9 +56,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
+def measuring_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that only a measurement here uses (``--runs``, ``--device`` and every setting
+    flag away from its default): an ``--aihub`` import measures nothing, so they would be ignored."""
+    from dashboard.profile.model import DEFAULT_RUNS
+
+    given = [flag for flag, value, default in (("--runs", args.runs, DEFAULT_RUNS), ("--device", args.device, "local"))
+             if value != default]
+    for knob in SETTINGS.knobs:
+        default = SETTINGS._argument(knob).get("default", False)
+        if getattr(args, knob.flag[2:].replace("-", "_")) != default:
+            given.append(knob.flag)
+    return given
+
+
 def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile":
     if args.aihub:
         from dashboard.profile.aihub import import_file
+
+        ignored = measuring_flags(args)
+        if ignored:
+            raise UserError(f"{', '.join(ignored)} set how to measure here; --aihub imports a profile measured by "
+                            "AI Hub with its own settings: leave them out (or drop --aihub to measure)")
 
         return import_file(args.aihub, args.model, args.device_name)
     if args.device_name:
@@ -120,19 +139,18 @@ def _shared_backends(a: "Profile", b: "Profile") -> list[str]:
 
 def comparison_json(a: "Profile", b: "Profile") -> dict:
     """Per backend both ran: the per-node and per-op-type changes (``profile.model.compare``)."""
-    from dashboard.profile.model import compare
-
+    from dashboard.profile.model import compare, no_ratio
     from dashboard.serde import dump
 
     out = {}
     for backend in _shared_backends(a, b):
-        out[backend] = {"a": a.label(backend), "b": b.label(backend),
+        out[backend] = {"a": a.label(backend), "b": b.label(backend), "no_ratio": no_ratio(a, b, backend),
                         **{by: compare(a, b, backend, by).to_dict("records") for by in ("name", "op_type")}}
     return dump(out)  # NaN (one side only, or units that do not divide) as null: JSON has no NaN
 
 
 def compare_text(a: "Profile", b: "Profile", path: str, top: int = TOP) -> list[str]:
-    from dashboard.profile.model import compare
+    from dashboard.profile.model import compare, no_ratio
 
     lines = ["", f"compared with {path} ({a.model}, {a.runs} run(s)): change of share of each backend's total"]
     shared = _shared_backends(a, b)
@@ -140,6 +158,9 @@ def compare_text(a: "Profile", b: "Profile", path: str, top: int = TOP) -> list[
         return lines + ["  no backend ran in both profiles"]
     for backend in shared:
         lines.append(f"{backend.upper()}: then {a.label(backend)}, now {b.label(backend)}")
+        why = no_ratio(a, b, backend)
+        if why:
+            lines.append(f"  no ratio B / A: {why}; only the shares of each backend's own total compare")
         for by in ("op_type", "name"):
             frame = compare(a, b, backend, by).head(top)
             lines.append(f"  {'op types' if by == 'op_type' else 'nodes'}:")
@@ -165,6 +186,8 @@ def render_text(profile: "Profile", top: int = TOP) -> list[str]:
              + "; medians over the runs, shares of each backend's own total"]
     if profile.dims:
         lines.append("dims: " + ", ".join(f"{k}={v}" for k, v in profile.dims.items()))
+    if profile.summary:
+        lines.append("whole model: " + ", ".join(f"{f.name} {f.value:,.0f} {f.unit}" for f in profile.summary))
     for name, b in profile.backends.items():
         lines.append("")
         if not b.ok:

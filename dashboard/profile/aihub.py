@@ -6,7 +6,8 @@ The file is what the ``qai-hub`` client writes (``ProfileJob.download_profile(fi
     {"execution_summary": {"estimated_inference_time": µs, "first_load_time": µs, "warm_load_time": µs,
                            "estimated_inference_peak_memory": bytes, "inference_memory_peak_range": [lo, hi],
                            "all_inference_times": [µs, ...], ...},
-     "execution_detail": [{"name": str, "type": str, "compute_unit": "NPU" | "GPU" | "CPU" | "UNSPECIFIED",
+     "execution_detail": [{"name": str, "type": str, "compute_unit": "NPU" | "GPU" | "CPU" | "UNSPECIFIED"
+                           (older clients: "COMPUTE_UNIT_NPU", ...),
                            "execution_time": µs (optional), "execution_cycles": int (optional)}, ...]}
 
 The file does not name the device (the job does), so the device comes from ``device_name``
@@ -20,13 +21,17 @@ in which no layer matches the model is refused (another model's profile).
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 from dashboard.errors import UserError
 from dashboard.profile.model import BackendProfile, Figure, NodeCost, Profile, UnmatchedLayer, scope_of, with_shares
 
-UNITS = {"NPU": "htp", "GPU": "gpu", "CPU": "cpu", "UNSPECIFIED": "cpu"}
+UNITS = {"NPU": "htp", "GPU": "gpu", "CPU": "cpu", "UNSPECIFIED": "unspecified"}
+"""AI Hub's compute unit -> the profile's backend key. A layer with no known unit is its own
+backend (never the CPU fallback: nothing says it fell back)."""
+UNIT_PREFIX = "COMPUTE_UNIT_"  # older qai-hub clients write ComputeUnit's enum name (COMPUTE_UNIT_NPU)
 SUMMARY_FIGURES = (("estimated_inference_time", "us"), ("first_load_time", "us"), ("warm_load_time", "us"),
                    ("estimated_inference_peak_memory", "bytes"))
 _SUFFIXES = re.compile(r"(_token_\d+|_output_\d+|:\d+)+$")
@@ -68,13 +73,16 @@ def _layers(data, where: str) -> tuple[dict, list[dict]]:
                         "as ProfileJob.download_profile writes)")
     layers = data["execution_detail"]
     for i, layer in enumerate(layers):
+        if isinstance(layer, dict) and isinstance(layer.get("compute_unit"), str):
+            layer = layers[i] = {**layer, "compute_unit": layer["compute_unit"].removeprefix(UNIT_PREFIX)}
         if not isinstance(layer, dict) or not isinstance(layer.get("name"), str) \
                 or not isinstance(layer.get("type"), str) or layer.get("compute_unit") not in UNITS:
             raise UserError(f"{where}: execution_detail[{i}] is not a layer (needs a name, a type and a compute_unit "
                             f"of {', '.join(UNITS)})")
         for key in ("execution_time", "execution_cycles"):
             value = layer.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
                 raise UserError(f"{where}: execution_detail[{i}].{key} is not a number of "
                                 f"{'µs' if key == 'execution_time' else 'cycles'}")
     if not layers:
@@ -118,16 +126,20 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
         if row is None:
             rows[(node, backend)] = NodeCost(name=node, op_type=op_types[node], backend=backend, unit="us",
                                              median=value, min=value, max=value, scope=scope_of(node),
-                                             qnn_ops=[layer["name"]], compute_unit=layer["compute_unit"])
+                                             qnn_ops=[layer["name"]], compute_unit=layer["compute_unit"],
+                                             cycles=_cycles(layer))
         else:  # several layers of one node (a node the converter split): their times add up
             row.median += value
+            if _cycles(layer) is not None:
+                row.cycles = (row.cycles or 0.0) + _cycles(layer)
             row.min, row.max = row.median, row.median
             row.qnn_ops.append(layer["name"])
     if not rows:
         raise UserError(f"{where}: none of its {len(layers)} layers names a node of {Path(graph.path).name} "
                         f"(first: {layers[0]['name']!r}): is it the profile of another model?")
     figures = [Figure(key, float(summary[key]), unit) for key, unit in SUMMARY_FIGURES
-               if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)]
+               if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)
+               and math.isfinite(summary[key])]
     notes = []
     if unmatched:
         notes.append(f"{len(unmatched)} of {len(layers)} layers match no node of the model (listed as unmatched)")
@@ -137,11 +149,17 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
     for backend in dict.fromkeys(UNITS[l["compute_unit"]] for l in layers):
         total = sum(float(l.get("execution_time") or 0.0) for l in layers if UNITS[l["compute_unit"]] == backend)
         backends[backend] = BackendProfile(status="ok", hardware=f"AI Hub, {device}", unit="us", total=total,
-                                           total_min=total, total_max=total, runs=1, figures=figures, notes=notes)
+                                           total_min=total, total_max=total, runs=1, notes=notes)
     runs = summary.get("all_inference_times")
     return Profile(model=Path(graph.path).name, runs=len(runs) if isinstance(runs, list) and runs else 1,
                    warmup=0, backends=backends, nodes=with_shares(list(rows.values()), backends),
-                   unmatched=unmatched, source="imported")
+                   unmatched=unmatched, source="imported", summary=figures)
+
+
+def _cycles(layer: dict) -> float | None:
+    """The layer's ``execution_cycles`` (the device's own count), kept beside its µs."""
+    value = layer.get("execution_cycles")
+    return float(value) if value is not None else None
 
 
 def import_file(path: str | Path, model_path: str | Path, device_name: str | None = None) -> Profile:

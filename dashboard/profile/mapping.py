@@ -16,8 +16,10 @@ The HTP's rows name the graph the EP compiled, which is not the file:
   name and attributed to the nearest mapped row (``serves``; a graph's input side serves the node
   after it).
 
-A group's carrier is the model node that keeps its own name in the runtime's graph (the Conv that
-absorbed its BatchNormalization; the Relu whose row carries a fused Conv), first in the group.
+A group's carrier is its member first in model order (the Conv of Conv+BatchNormalization+Relu,
+though QNN puts the cycles on the Relu's row): it holds the group's cost and lists the members in
+model order, so sums per op type read "Conv+BatchNormalization+Relu", never a costly Relu beside a
+free Conv (``model.group_op_type``).
 """
 
 from __future__ import annotations
@@ -143,17 +145,26 @@ def _costs(entries: list[_Entry], graphs: Graphs, backend: str, unit: str) -> li
         if e.group is not None:
             continue  # written with its group's carrier below
         fused_in = [entries[j] for j in sorted(groups.get(i, []))]
-        carrier = e.nodes[0]
-        members = list(e.nodes) + [n for f in fused_in for n in f.nodes if n not in e.nodes]
+        members = model_ordered(list(e.nodes) + [n for f in fused_in for n in f.nodes if n not in e.nodes], graphs)
+        carrier = members[0]
         values = [sum(vs) for vs in zip(e.values, *[f.values for f in fused_in])]
         grouped = len(members) > 1
-        out.append(NodeCost(name=carrier, op_type=e.op_type, backend=backend, unit=unit, **spread(values),
+        out.append(NodeCost(name=carrier, op_type=graphs.op_types.get(carrier, e.op_type), backend=backend, unit=unit,
+                            **spread(values),
                             group=carrier if grouped else None, members=members if grouped else [],
                             scope=scope_of(carrier), qnn_ops=e.qnn_ops + [q for f in fused_in for q in f.qnn_ops]))
         for member in members[1:]:
             out.append(NodeCost(name=member, op_type=graphs.op_types.get(member, "?"), backend=backend, unit=unit,
                                 **spread([0.0] * len(values)), group=carrier, scope=scope_of(member)))
     return out
+
+
+def model_ordered(names: list[str], graphs: Graphs) -> list[str]:
+    """A fused group's members in model order: its carrier is the member the model runs first (the
+    Conv of Conv+BatchNormalization+Relu), so the group's cost is read on the op that opens it,
+    never on a Relu next to a "free" Conv."""
+    index = {name: i for i, name in enumerate(graphs.order)}
+    return sorted(names, key=lambda n: index.get(n, len(index)))
 
 
 def _served(i: int, entries: list[_Entry], mapped: list[int]) -> str | None:
@@ -191,6 +202,7 @@ def cpu_nodes(runs: list[list[KernelEvent]], graphs: Graphs, resolve, backend: s
     for name in dict.fromkeys(n for sums in per_run for n in sums):
         values = [sums.get(name, 0.0) for sums in per_run]
         target, members = graphs.model_nodes(name, resolve)
+        members = model_ordered(members, graphs)
         if not members:
             out.append(NodeCost(name=name, op_type=kinds[name], backend=backend, unit="us", **spread(values),
                                 inserted=True, scope=scope_of(name), qnn_ops=[name]))

@@ -283,6 +283,35 @@ def model_graphs(prepared, config, workdir: str, level: str = "basic") -> Graphs
     return Graphs(opt, place_model_nodes(graph, opt), order, {n.name: n.op_type for n in graph.nodes})
 
 
+class MappedGraphs:
+    """The graphs the rows are mapped on, built once (``get``: ``model_graphs`` on its thread), never
+    a backend's failure: when ONNX Runtime cannot write the pre-partition graph (a ``UserError``),
+    the rows are mapped on the model as written (no level-1 fusions; layout renames still undone)
+    and ``notes`` says so. Every backend that ran keeps its figures."""
+
+    def __init__(self, get: Callable[[], Graphs], prepared) -> None:
+        self.get, self.prepared = get, prepared
+        self.notes: list[str] = []
+        self._graphs: Graphs | None = None
+
+    def build(self) -> None:
+        """``before_runs``: the graphs ready before the timed runs (their CPU work apart from them)."""
+        self()
+
+    def __call__(self) -> Graphs:
+        if self._graphs is None:
+            try:
+                self._graphs = self.get()
+            except UserError as exc:
+                self.notes.append(f"ONNX Runtime's pre-partition graph failed ({one_line(exc)}): rows mapped on the "
+                                  "model as written, so nodes ORT fuses first may show as rows of their own")
+                graph = self.prepared.graph
+                opt = opt_graph(graph)
+                order = [graph.nodes[i].name for i in graph.topo_order]
+                self._graphs = Graphs(opt, place_model_nodes(graph, opt), order, {n.name: n.op_type for n in graph.nodes})
+        return self._graphs
+
+
 # -- the worker command -------------------------------------------------------------------------------------
 def run(args: ProfileArgs, emit: Emit) -> Profile:
     """Worker handler: the profile of ``args.path`` under ``args.config`` on ``args.backends``.
@@ -304,7 +333,7 @@ def run(args: ProfileArgs, emit: Emit) -> Profile:
     try:
         register()
         emit(Stage("ONNX Runtime pre-partition graph", 0.05))
-        graphs = pool.submit(model_graphs, prepared, base, str(workdir)).result  # called when the rows are mapped
+        graphs = MappedGraphs(pool.submit(model_graphs, prepared, base, str(workdir)).result, prepared)  # when mapped
         backends: dict[str, BackendProfile] = {}
         nodes: list[NodeCost] = []
         if "htp" in args.backends:
@@ -325,18 +354,20 @@ def run(args: ProfileArgs, emit: Emit) -> Profile:
 def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit) -> None:
     hardware = hardware_of("htp", base.soc)
     emit(Stage(f"creating the HTP session and profiling {args.runs} run(s)", 0.1, "htp"))
+    graphs = graphs if isinstance(graphs, MappedGraphs) else MappedGraphs(graphs, prepared)
     try:
         session = profiled_session(prepared, base, workdir / "htp", args.runs, args.warmup,
-                                   _progress(emit, "htp", args.warmup), before_runs=graphs)
+                                   _progress(emit, "htp", args.warmup), before_runs=graphs.build)
     except UserError as exc:
         backends["htp"] = _failed("htp", hardware, str(exc), [])
         _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes,
                           "the whole model, on the CPU EP: the HTP session failed")
         return
     emit(Stage("reading QNN's profile", 0.8, "htp"))
-    graphs = graphs()
-    backends["htp"], rows = qnn_backend(session.qnn_csv(), session.op_trace(), graphs, args.warmup, args.runs,
-                                        hardware, session.level, session.notes)
+    mapped = graphs()
+    backends["htp"], rows = qnn_backend(session.qnn_csv(), session.op_trace(), mapped, args.warmup, args.runs,
+                                        hardware, session.level, session.notes + graphs.notes)
+    graphs = mapped
     nodes += rows
     cpu, cpu_rows = cpu_backend(session.ort_text(), graphs, args.warmup, hardware_of("cpu", None),
                                 ["the nodes the HTP refused, from ONNX Runtime's profiler in the same session"],
@@ -356,16 +387,17 @@ def _progress(emit: Emit, backend: str, warmup: int) -> Callable[[int, int], Non
 
 def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, note: str | None) -> None:
     hardware = hardware_of("cpu", None)
+    graphs = graphs if isinstance(graphs, MappedGraphs) else MappedGraphs(graphs, prepared)
     try:
         session = profiled_session(prepared, base.replace(backend="cpu", provider_options={}),
-                                   workdir / "cpu", args.runs, args.warmup,
-                                   before_runs=graphs if callable(graphs) else None)
+                                   workdir / "cpu", args.runs, args.warmup, before_runs=graphs.build)
     except UserError as exc:
         backends["cpu"] = _failed("cpu", hardware, str(exc), [])
         return
-    graphs = graphs() if callable(graphs) else graphs
-    backends["cpu"], rows = cpu_backend(session.ort_text(), graphs, args.warmup, hardware, [note] if note else [],
-                                        _refine(prepared, base, workdir, graphs))
+    mapped = graphs()
+    notes = ([note] if note else []) + graphs.notes
+    backends["cpu"], rows = cpu_backend(session.ort_text(), mapped, args.warmup, hardware, notes,
+                                        _refine(prepared, base, workdir, mapped))
     nodes += rows
 
 
@@ -392,6 +424,7 @@ def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit) -
     except UserError as exc:
         backends["gpu"] = BackendProfile(status="failed", hardware=hardware, unit="us", reason=str(exc))
         return
+    graphs = graphs if isinstance(graphs, MappedGraphs) else MappedGraphs(graphs, prepared)
     backends["gpu"], rows = qnn_backend(session.qnn_csv(), session.op_trace(), graphs(), args.warmup, args.runs,
-                                        hardware, session.level, session.notes, backend="gpu")
+                                        hardware, session.level, session.notes + graphs.notes, backend="gpu")
     nodes += rows

@@ -47,7 +47,9 @@ MAX_RUNS = 1000
 
 Unit = Literal["cycles", "us"]
 UNIT_LABELS = {"cycles": "cycles", "us": "µs"}
-BACKEND_TITLES = {"htp": "HTP", "gpu": "GPU", "cpu": "CPU EP"}
+BACKEND_TITLES = {"htp": "HTP", "gpu": "GPU", "cpu": "CPU EP", "unspecified": "unit not given"}
+IMPORTED_TITLES = {"htp": "NPU", "gpu": "GPU", "cpu": "CPU", "unspecified": "unit not given"}
+"""An import's words for its compute units: AI Hub's CPU is the phone's CPU, not this host's CPU EP."""
 SIMULATOR_HARDWARE = "HTP simulator (x86_64)"
 
 
@@ -118,6 +120,7 @@ class NodeCost(Record):
     scope: str = ""
     qnn_ops: list[str] = field(default_factory=list)
     compute_unit: str | None = None  # an import's own word (AI Hub's NPU/GPU/CPU)
+    cycles: float | None = None  # an import's execution_cycles (the device's own count; never time)
 
     @property
     def fused(self) -> bool:
@@ -160,14 +163,41 @@ class Profile(Record):
     dims: dict[str, int] = field(default_factory=dict)  # every symbolic input dimension, as the sessions fixed it
     runtime: dict[str, str | None] = field(default_factory=dict)
     seconds: float = 0.0
+    summary: list[Figure] = field(default_factory=list)  # whole-model figures (AI Hub's estimated inference time, ...)
     schema: str = SCHEMA
 
     def __post_init__(self) -> None:
         if self.schema != SCHEMA:
             raise UserError(f"not a profile of this version (schema {self.schema!r}, expected {SCHEMA!r})")
+        bad = next(self._not_finite(), None)
+        if bad is not None:
+            raise UserError(f"{bad} is not a finite number (NaN or infinity): not a profile this lab wrote")
         unknown = sorted({n.backend for n in self.nodes} - set(self.backends))
         if unknown:
             raise UserError(f"nodes name backend(s) the profile does not have: {', '.join(unknown)}")
+
+    def _not_finite(self) -> Iterable[str]:
+        """Where a figure is NaN or infinite (JSON readers accept them; every sum and share would break)."""
+        def bad(value) -> bool:
+            return isinstance(value, float) and not math.isfinite(value)
+
+        for key, b in self.backends.items():
+            for name in ("total", "total_min", "total_max", "execute_us"):
+                if bad(getattr(b, name)):
+                    yield f"backends.{key}.{name}"
+            for f in (*b.finalize, *b.figures):
+                if bad(f.value):
+                    yield f"backends.{key} figure {f.name!r}"
+        for i, n in enumerate(self.nodes):
+            for name in ("median", "min", "max", "p10", "p90", "share", "cycles"):
+                if bad(getattr(n, name)):
+                    yield f"nodes[{i}].{name}"
+        for i, u in enumerate(self.unmatched):
+            if bad(u.value):
+                yield f"unmatched[{i}].value"
+        for f in self.summary:
+            if bad(f.value):
+                yield f"summary figure {f.name!r}"
 
     # -- looking things up ------------------------------------------------------------------------
     def backend_nodes(self, backend: str) -> list[NodeCost]:
@@ -221,6 +251,7 @@ class Profile(Record):
         b = self.backends[backend]
         title = BACKEND_TITLES.get(backend, backend)
         if self.source == "imported":
+            title = IMPORTED_TITLES.get(backend, backend)
             return f"{UNIT_LABELS[b.unit]} measured on {b.hardware.removeprefix('AI Hub, ')} by AI Hub ({title})"
         if b.unit == "cycles":
             if b.hardware == SIMULATOR_HARDWARE:
@@ -243,8 +274,10 @@ class Profile(Record):
 
     def by_op_type(self, backend: str | None = None) -> "pd.DataFrame":
         """Cost summed per (backend, op type): ``backend, unit, op_type, nodes, median, share``,
-        costliest first within each backend. Inserted rows count under their own op type."""
-        return self._sum_by(lambda n: n.op_type, "op_type", backend)
+        costliest first within each backend. Inserted rows count under their own op type; a fused
+        group counts as one op type, its members' joined in model order (``Conv+BatchNormalization+Relu``),
+        so its cost is never read as the Relu's with the Conv free."""
+        return self._sum_by(group_op_types(self.nodes), "op_type", backend)
 
     def by_scope(self, depth: int = 1, backend: str | None = None) -> "pd.DataFrame":
         """Cost summed per name-scope block cut at ``depth`` levels (``/encoder/layer.0`` at depth 2;
@@ -277,27 +310,58 @@ def compare(a: Profile, b: Profile, backend: str = "htp", by: Literal["name", "o
             depth: int = 1) -> "pd.DataFrame":
     """Two profiles side by side on one backend (two setting sets of one model, or two models with
     the same node names), per node, op type or block: ``key, a, b, a_share, b_share, share_change``
-    and ``ratio`` (b / a; only when both are in the same unit, else NaN: cycles and µs never
-    divide). Rows present in one profile only are kept, the other side empty."""
+    and ``ratio`` (b / a; only when both are in the same unit **on the same hardware**, else NaN:
+    cycles and µs never divide, nor simulated HTP cycles and a phone's, nor a phone's CPU µs and this
+    host's; ``attrs["no_ratio"]`` says why there is none). Rows present in one profile only are
+    kept, the other side empty."""
     import pandas as pd
 
     def sums(p: Profile) -> dict[str, tuple[float, float]]:
-        key = {"name": lambda n: n.name, "op_type": lambda n: n.op_type,
+        key = {"name": lambda n: n.name, "op_type": group_op_types(p.nodes),
                "scope": lambda n: cut_scope(n.scope, depth)}[by]
         return {k: (m, s) for (_, _, k), (_, m, s) in summed(p.nodes, key, backend).items()}
 
     left, right = sums(a), sums(b)
-    ua = a.backends[backend].unit if backend in a.backends else None
-    ub = b.backends[backend].unit if backend in b.backends else None
+    why = no_ratio(a, b, backend)
     rows = []
     for key in dict.fromkeys([*left, *right]):
         (am, ash), (bm, bsh) = left.get(key, (math.nan, 0.0)), right.get(key, (math.nan, 0.0))
-        ratio = bm / am if ua == ub and am and not math.isnan(am) and not math.isnan(bm) else math.nan
+        ratio = bm / am if why is None and am and not math.isnan(am) and not math.isnan(bm) else math.nan
         rows.append({by: key, "a": am, "b": bm, "a_share": ash, "b_share": bsh, "share_change": bsh - ash,
                      "ratio": ratio})
     frame = pd.DataFrame(rows, columns=[by, "a", "b", "a_share", "b_share", "share_change", "ratio"])
-    frame.attrs.update(a=a.label(backend) if ua else "", b=b.label(backend) if ub else "")
+    frame.attrs.update(a=a.label(backend) if backend in a.backends else "",
+                       b=b.label(backend) if backend in b.backends else "", no_ratio=why)
     return frame.sort_values("share_change", key=abs, ascending=False, ignore_index=True)
+
+
+def no_ratio(a: Profile, b: Profile, backend: str) -> str | None:
+    """Why ``backend``'s figures of ``a`` and ``b`` do not divide (None when they do): another unit,
+    or another piece of hardware (simulated HTP cycles against a device's, AI Hub's phone CPU
+    against this host's CPU EP): only their shares of each backend's own total compare."""
+    if backend not in a.backends or backend not in b.backends:
+        return "the backend ran in one profile only"
+    x, y = a.backends[backend], b.backends[backend]
+    if x.unit != y.unit:
+        return f"different units ({UNIT_LABELS[x.unit]} against {UNIT_LABELS[y.unit]})"
+    if x.hardware != y.hardware:
+        return f"different hardware ({x.hardware} against {y.hardware})"
+    return None
+
+
+def group_op_types(nodes: Iterable[NodeCost]):
+    """The op-type key of each row: its own op type, or for a fused group's carrier and members the
+    members' op types joined in model order (``Conv+BatchNormalization+Relu``), so a group's cost
+    and its node count land on one key, not on the carrier's op type beside "free" members."""
+    nodes = list(nodes)
+    types = {(n.name, n.backend): n.op_type for n in nodes}
+    joined = {(n.name, n.backend): "+".join(types.get((m, n.backend), "?") for m in n.members)
+              for n in nodes if n.carrier}
+
+    def key(n: NodeCost) -> str:
+        return joined.get((n.group, n.backend), n.op_type) if n.group else n.op_type
+
+    return key
 
 
 # -- helpers shared by the parsers, the views and the record --------------------------------------
@@ -315,14 +379,16 @@ def summed(nodes: Iterable[NodeCost], key, backend: str | None = None
     return {k: (c, m, s) for k, (c, m, s) in out.items()}
 
 
-SUMMARIES = (("op types", lambda n: n.op_type), ("blocks", lambda n: cut_scope(n.scope, 1) or "(top level)"))
-"""The sums every surface shows next to the top nodes: per op type, per first-level block."""
+SUMMARIES = (("op types", group_op_types), ("blocks", lambda nodes: lambda n: cut_scope(n.scope, 1) or "(top level)"))
+"""The sums every surface shows next to the top nodes: per op type (a fused group as one), per
+first-level block; each a function of the rows giving the key of a row."""
 
 
 def summaries(nodes: list[NodeCost], top: int = 10) -> list[tuple[str, list[tuple[str, str, int, float, float]]]]:
     """``[(title, [(label, unit, rows, median sum, share sum)])]`` for ``SUMMARIES``, costliest first."""
     out = []
-    for title, key in SUMMARIES:
+    for title, keyed in SUMMARIES:
+        key = keyed(nodes)
         rows = sorted(summed(nodes, key).items(), key=lambda kv: (-kv[1][1], kv[0][2]))[:top]
         out.append((title, [(label, unit, c, m, s) for (_, unit, label), (c, m, s) in rows]))
     return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -163,7 +164,7 @@ def read_ort_trace(text: str, warmup: int) -> list[list[KernelEvent]]:
     if not isinstance(events, list):
         raise ProfileFileError("ONNX Runtime's profile is not a list of trace events")
     events = [e for e in events if isinstance(e, dict)]
-    runs = sorted((float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0)))
+    runs = sorted((_number(e, "ts"), _number(e, "ts") + _number(e, "dur"))
                   for e in events if e.get("name") == "model_run")
     out: list[list[KernelEvent]] = [[] for _ in runs]
     for e in events:
@@ -171,10 +172,24 @@ def read_ort_trace(text: str, warmup: int) -> list[list[KernelEvent]]:
         if e.get("cat") != "Node" or not isinstance(name, str) or not name.endswith(KERNEL_SUFFIX):
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        ts = float(e.get("ts", 0))
+        ts = _number(e, "ts")
         for i, (start, end) in enumerate(runs):
             if start <= ts <= end:
                 out[i].append(KernelEvent(name[: -len(KERNEL_SUFFIX)], str(args.get("op_name", "")),
-                                          str(args.get("provider", "")), float(e.get("dur", 0))))
+                                          str(args.get("provider", "")), _number(e, "dur")))
                 break
     return out[warmup:]
+
+
+def _number(event: dict, key: str) -> float:
+    """A trace event's ``ts``/``dur`` (µs; 0 when absent). Anything else than a finite number is a
+    ``ProfileFileError``: the CPU backend fails alone, the rest of the profile is kept."""
+    value = event.get(key, 0)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise ProfileFileError(f"ONNX Runtime's profile has a {event.get('name', 'trace')!r} event whose {key} is "
+                               f"not a number of µs ({str(value)[:40]!r})")
+    return number

@@ -322,9 +322,10 @@ def partition_overlays(graph: ModelGraph, report: PartitionReport) -> dict[str, 
 
 
 # -- the cost overlays (a profile) ---------------------------------------------------------------------
-# One hue per backend, light for a small share and dark for the backend's costliest node drawn.
+# One hue per backend, light for a small share of the backend's total and darkest for all of it.
 COST_GRADIENTS = {"htp": ("#deebf7", "#08306b"), "gpu": ("#fee6ce", "#7f2704"), "cpu": ("#fee0d2", "#a50f15")}
-COST_OVERLAY = "cost: share of its backend"
+COST_OVERLAY = "cost: share of its backend (incl. rows inserted for it)"
+INSERTED_OVERLAY = "inserted by the EP: share of its backend"
 FALLBACK_OVERLAY = "CPU fallback (µs)"
 
 
@@ -365,7 +366,8 @@ def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
         if row.inserted:
             if row.serves:
                 attrs.setdefault(row.serves, []).append(
-                    KeyValue(f"{tag} inserted for it", f"{row.op_type} {row.name!r}: {_figure_text(profile, row)}"))
+                    KeyValue(f"{tag} inserted for it", f"{row.op_type} {row.name!r}: {_figure_text(profile, row)}; "
+                                                       f"the cost overlay includes its {row.share:.1%}"))
             continue
         rows = attrs.setdefault(row.name, [])
         if not row.fused:  # a member's own 0 would read as free: the group's line says where its cost is
@@ -383,22 +385,29 @@ def cost_attrs(profile: "Profile") -> dict[str, list[KeyValue]]:
 def cost_overlays(graph: ModelGraph, profile: "Profile") -> dict[str, GraphNodeData]:
     """The cost overlays, by the name the viewer lists them under, from ``Profile.overlay()`` (what
     each model node draws). ``cost``: each node's share of its own backend's total (a fused group's
-    share on each of its members), coloured by a gradient per backend: shares of different backends
-    are never of the same total, so each backend has its own hue, darkest on its costliest node
-    drawn. ``CPU fallback``: the nodes the CPU EP ran, with their µs. Inserted rows are no model
-    nodes and are listed in the side panel of the node they serve (``cost_attrs``)."""
+    share on each of its members, plus the share of the rows the EP inserted for it: the input
+    ``Transpose`` can be most of the HTP's cycles and must not vanish), coloured by a gradient per
+    backend: shares of different backends are never of the same total, so each backend has its own
+    hue, and the colour is the share itself (100 % darkest), never stretched to the costliest node
+    drawn, so a 24 % node does not look like a 100 % one. ``inserted by the EP``: the nodes rows
+    were inserted for, with those rows' share. ``CPU fallback``: the nodes the CPU EP ran, with
+    their µs. The side panel names the inserted rows (``cost_attrs``)."""
     ids = {n.name: node_id(n) for n in graph.nodes}
     drawn = {name: entry for name, entry in profile.overlay().items() if name in ids}
-    peak: dict[str, float] = {}
-    for entry in drawn.values():
-        peak[entry["backend"]] = max(peak.get(entry["backend"], 0.0), entry["group_share"])
     cost: dict[str, NodeDataResult] = {}
+    inserted: dict[str, NodeDataResult] = {}
     for name, entry in drawn.items():
         low, high = COST_GRADIENTS.get(entry["backend"], COST_GRADIENTS["htp"])
-        share = entry["group_share"]
-        cost[ids[name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share / (peak[entry["backend"]] or 1.0)))
+        extra = sum(i["share"] for i in entry["inserted"])
+        share = entry["group_share"] + extra
+        cost[ids[name]] = NodeDataResult(round(share * 100, 2), _mix(low, high, share))
+        if entry["inserted"]:
+            inserted[ids[name]] = NodeDataResult(round(extra * 100, 2), _mix(low, high, extra))
     overlays = {COST_OVERLAY: GraphNodeData(cost, COST_OVERLAY, showExpandedSummaryOnGroupNode=False,
                                             showLabelCountColumnsInChildrenStatsTable=False)}
+    if inserted:
+        overlays[INSERTED_OVERLAY] = GraphNodeData(inserted, INSERTED_OVERLAY, showExpandedSummaryOnGroupNode=False,
+                                                   showLabelCountColumnsInChildrenStatsTable=False)
     fallback = {ids[name]: NodeDataResult(round(entry["median"], 1), COST_GRADIENTS["cpu"][1])
                 for name, entry in drawn.items() if entry["backend"] == "cpu" and entry["unit"] == "us"}
     if fallback:

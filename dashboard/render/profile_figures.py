@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from dashboard.profile.model import BACKEND_TITLES, Profile
+from dashboard.profile.model import BACKEND_TITLES, IMPORTED_TITLES, Profile
 
 BACKEND_COLORS = {"cpu": "#6b7a8f", "gpu": "#2ca02c", "htp": "#d62728"}
 INSERTED_COLOR = "#fdae6b"
@@ -35,8 +35,9 @@ def top_nodes(profile: Profile, backend: str | None = None, n: int = 15) -> go.F
                 customdata=[[r.op_type, f"{r.share:.1%}", _role(r)] for r in rows],
                 hovertemplate="%{y} [%{customdata[0]}]<br>%{x:,.0f} " + ("cycles" if unit == "cycles" else "µs")
                               + " (%{customdata[1]} of the backend)<br>%{customdata[2]}<extra></extra>")
+    titles = IMPORTED_TITLES if profile.source == "imported" else BACKEND_TITLES  # a phone's CPU is no CPU EP
     fig.update_layout(
-        title=f"{profile.model}: top nodes on the {BACKEND_TITLES.get(backend, backend)}, {profile.label(backend)} "
+        title=f"{profile.model}: top nodes on the {titles.get(backend, backend)}, {profile.label(backend)} "
               f"(median of {profile.backends[backend].runs} run(s))",
         xaxis_title=profile.label(backend), template="plotly_white", height=max(300, 26 * len(rows) + 120),
         margin={"l": 10, "r": 10, "t": 60, "b": 40})

@@ -36,6 +36,7 @@ from dashboard.runtime.knobs import Settings
 from dashboard.runtime.socs import hardware_label, resolve_soc
 from dashboard.timeline.model import TimelineRun, strategy_table
 from dashboard.views import jobs, partitions, shape_hints, state, timeline
+from dashboard.views import profile as profile_view
 from dashboard.views.devices import adopt, select_device
 from dashboard.views.safe import md, short
 from dashboard.views.settings import SettingsForm, model_defaults, page_words, shared_values, stored_values
@@ -87,6 +88,7 @@ def render() -> None:
     _what_differs(sides, reports)
     _off_npu(sides, reports)
     _timelines(sides)
+    profile_view.compare_sides((sides[0].digest, sides[1].digest), (sides[0].name, sides[1].name))
 
 
 # -- the form ------------------------------------------------------------------------------------------

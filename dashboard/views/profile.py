@@ -33,8 +33,8 @@ import streamlit as st
 from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph
 from dashboard.intake.shapes import is_float_model
-from dashboard.profile.model import (BACKEND_TITLES, DEFAULT_RUNS, MAX_RUNS, SIMULATOR_HARDWARE, UNIT_LABELS, Profile,
-                                     compare)
+from dashboard.profile.model import (BACKEND_TITLES, DEFAULT_RUNS, IMPORTED_TITLES, MAX_RUNS, SIMULATOR_HARDWARE,
+                                     UNIT_LABELS, Profile, compare)
 from dashboard.render import profile_views as figures
 from dashboard.runtime.knobs import TERMS
 from dashboard.runtime.socs import SIMULATOR_NOTE
@@ -358,7 +358,7 @@ def _backends(profile: Profile) -> None:
     cols = st.columns(max(len(profile.backends), 1))
     for col, (name, backend) in zip(cols, profile.backends.items()):
         with col.container(border=True):
-            title = BACKEND_TITLES.get(name, name.upper())
+            title = (IMPORTED_TITLES if profile.source == "imported" else BACKEND_TITLES).get(name, name.upper())
             if not backend.ok:
                 st.markdown(f"**{md(title)}** :red-badge[failed]")
                 st.error(md(backend.reason or "failed"), icon=":material/error:")
@@ -375,20 +375,35 @@ def _backends(profile: Profile) -> None:
             if backend.hardware == SIMULATOR_HARDWARE:
                 st.caption(f"Simulated HTP cycles: {SIMULATOR_NOTE}. Cycles are never converted into time "
                            "(HTP ops overlap).")
-            extra = [{"phase": f.name, "value": f.value, "unit": f.unit} for f in (*backend.finalize, *backend.figures)]
-            if backend.execute_us is not None:
-                what = "the simulator's own wall time, not the NPU's" if backend.hardware == SIMULATOR_HARDWARE else ""
-                extra.insert(0, {"phase": "QNN execute time" + (f" ({what})" if what else ""),
-                                 "value": backend.execute_us, "unit": "us"})
+            extra = root_figures(backend)
             if extra:
                 with st.expander("Finalize, execute, power-on and VTCM figures"):
                     st.dataframe(pd.DataFrame(extra), hide_index=True, width="stretch")
             for note in backend.notes:
                 st.caption(md(note))
+    if profile.summary:
+        st.dataframe(pd.DataFrame([{"whole model": f.name, "value": f.value, "unit": f.unit} for f in profile.summary]),
+                     hide_index=True, width="content")
     if profile.source == "imported":
         hardware = next(iter(profile.backends.values())).hardware if profile.backends else "AI Hub"
         st.info(f"Measured on **{md(hardware.removeprefix('AI Hub, '))}** by AI Hub: a real phone's figures, "
                 "imported from the file, not measured here.", icon=":material/smartphone:")
+
+
+SIMULATOR_TIME = "HTP simulator's time on this host, not the NPU's"
+
+
+def root_figures(backend) -> list[dict]:
+    """A backend's finalize, execute, power-on and VTCM rows, each saying what its figure is: on the
+    simulator every µs row is the simulator's time on this host (never the NPU's)."""
+    rows = [{"phase": "QNN execute time", "value": backend.execute_us, "unit": "us"}] \
+        if backend.execute_us is not None else []
+    rows += [{"phase": f.name, "value": f.value, "unit": f.unit} for f in (*backend.finalize, *backend.figures)]
+    simulated = backend.hardware == SIMULATOR_HARDWARE
+    for row in rows:
+        row["what"] = SIMULATOR_TIME if simulated and row["unit"] == "us" else (
+            "simulated HTP cycles" if simulated and row["unit"] == "cycles" else backend.hardware)
+    return rows
 
 
 def _unmatched(profile: Profile) -> None:
@@ -451,7 +466,8 @@ BY = {"name": "node", "op_type": "op type", "scope": "block"}
 def _compare(selected, entries: list[dict], shown_label: str) -> None:
     """Two profiles of this session side by side on one backend (``profile.model.compare``): this
     model under two setting sets, or another model whose nodes share names (every profile of the
-    session is offered). Shares of the backend's total always compare; a ratio only within one unit."""
+    session is offered). Shares of the backend's total always compare; a ratio only within one unit
+    on one piece of hardware."""
     st.subheader("Compare", anchor=False)
     everything = st.session_state.get(_RUNS, [])
     labels = [e["label"] for e in everything]
@@ -464,29 +480,62 @@ def _compare(selected, entries: list[dict], shown_label: str) -> None:
                              key="pf_cmp_a")
     b_label = mid.selectbox("B", labels, index=labels.index(shown_label) if shown_label in labels else len(labels) - 1,
                             key="pf_cmp_b")
-    a = next(e["profile"] for e in everything if e["label"] == a_label)
-    b = next(e["profile"] for e in everything if e["label"] == b_label)
-    common = [k for k in a.backends if k in b.backends and a.backends[k].ok and b.backends[k].ok]
-    if a_label == b_label or not common:
+    if a_label == b_label:
         st.caption("Pick two different profiles with a backend that ran in both.")
         return
-    backend = right.selectbox("Backend", common, format_func=lambda k: BACKEND_TITLES.get(k, k), key="pf_cmp_backend")
-    by = st.radio("Per", list(BY), format_func=BY.get, horizontal=True, key="pf_cmp_by")
+    a = next(e["profile"] for e in everything if e["label"] == a_label)
+    b = next(e["profile"] for e in everything if e["label"] == b_label)
+    compare_pair(a, b, "pf_cmp", right)
+
+
+def compare_sides(digests: tuple[str, str], names: tuple[str, str]) -> None:
+    """The Compare page's "Where the time goes": a profile of side A's model against one of side
+    B's, both from this session's Profile page (two setting sets of one model, or two models with
+    the same node names), drawn as this page's Compare section draws it."""
+    st.subheader("Where the time goes", anchor=False)
+    sides = [session_profiles(d) for d in digests]
+    missing = [n for n, entries in zip(names, sides) if not entries]
+    if missing:
+        st.info(f"No profile of {md(' or '.join(dict.fromkeys(missing)), 120)} in this session: profile it on the "
+                "Profile page to compare what each node costs.", icon=":material/speed:")
+        return
+    left, mid, right = st.columns([3, 3, 2])
+    a_labels, b_labels = [e["label"] for e in sides[0]], [e["label"] for e in sides[1]]
+    one_model = digests[0] == digests[1]  # two setting sets: A the one before the latest
+    a_label = left.selectbox("Profile A", a_labels, index=max(len(a_labels) - (2 if one_model else 1), 0),
+                             key="cmp_pf_a")
+    b_label = mid.selectbox("Profile B", b_labels, index=len(b_labels) - 1, key="cmp_pf_b")
+    if a_label == b_label:
+        st.caption("Both sides pick the same profile: profile the model again with side B's settings on the Profile "
+                   "page, or pick another.")
+        return
+    a = next(e["profile"] for e in sides[0] if e["label"] == a_label)
+    b = next(e["profile"] for e in sides[1] if e["label"] == b_label)
+    compare_pair(a, b, "cmp_pf", right)
+
+
+def compare_pair(a: Profile, b: Profile, prefix: str, column) -> None:
+    """Profile ``b`` against ``a`` on a backend both ran (picked in ``column``), per node, op type or
+    block: the table (a ratio only when the figures divide, else why not) and the share chart."""
+    common = [k for k in a.backends if k in b.backends and a.backends[k].ok and b.backends[k].ok]
+    if not common:
+        st.caption("Pick two different profiles with a backend that ran in both.")
+        return
+    backend = column.selectbox("Backend", common, format_func=lambda k: BACKEND_TITLES.get(k, k),
+                               key=f"{prefix}_backend")
+    by = st.radio("Per", list(BY), format_func=BY.get, horizontal=True, key=f"{prefix}_by")
     frame = compare(a, b, backend, by=by)
     shared = int((frame["a"].notna() & frame["b"].notna()).sum())
     if by == "name" and not shared:
         st.warning("These two profiles share no node name on this backend: nothing to compare node by node.",
                    icon=":material/warning:")
         return
-    same_unit = a.backends[backend].unit == b.backends[backend].unit
     st.markdown(f"**A**: {md(frame.attrs.get('a', ''))} · **B**: {md(frame.attrs.get('b', ''))} · {shared} "
                 f"{BY[by]}(s) in both")
-    if not same_unit:
-        st.caption("A and B are in different units: their shares of the backend's total compare, their figures do "
-                   "not (no ratio).")
-    elif a.backends[backend].hardware != b.backends[backend].hardware:
-        st.caption(f"Measured on different hardware ({md(a.backends[backend].hardware)} against "
-                   f"{md(b.backends[backend].hardware)}): simulated cycles are not a phone's cycles, read the shares.")
+    why = frame.attrs.get("no_ratio")
+    if why:
+        st.caption(f"No ratio B / A: {md(why)}. Simulated cycles are not a phone's cycles, nor a phone's µs this "
+                   "host's: their shares of each backend's own total compare, their figures do not.")
     view = frame.assign(**{by: [short(k, 60) for k in frame[by]]})
     st.dataframe(view, hide_index=True, width="stretch", height=min(38 + 35 * len(view), 420),
                  column_config={"a": st.column_config.NumberColumn("A", format="%.1f"),
@@ -495,4 +544,4 @@ def _compare(selected, entries: list[dict], shown_label: str) -> None:
                                 "b_share": st.column_config.NumberColumn("B share", format="percent"),
                                 "share_change": st.column_config.NumberColumn("share B − A", format="percent"),
                                 "ratio": st.column_config.NumberColumn("B / A", format="%.3f")})
-    st.plotly_chart(figures.share_changes(frame, by, BY[by], backend), key="pf_cmp_chart")
+    st.plotly_chart(figures.share_changes(frame, by, BY[by], backend), key=f"{prefix}_chart")
