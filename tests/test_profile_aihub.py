@@ -216,3 +216,18 @@ def test_an_against_file_with_nan_is_one_line(tmp_path, capsys):
                  "--against", str(earlier)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and len(err.splitlines()) == 1 and "finite" in err
+
+
+def test_the_html_report_shows_ai_hubs_whole_model_figures_once():
+    """The whole-model figures (estimated inference time, load times) belong to no backend: the
+    report's profile section shows each once, under "Whole model"."""
+    from dataclasses import replace
+
+    from dashboard.profile.model import Figure
+    from dashboard.render.report import _profile
+    from profile_fixtures import aihub_profile
+
+    imported = replace(aihub_profile(), summary=[Figure("estimated_inference_time", 1234.0, "us")])
+    html = _profile(imported)
+    assert "Whole model" in html and html.count("estimated_inference_time") == 1 and "1,234 us" in html
+    assert "Whole model" not in _profile(replace(imported, summary=[]))

@@ -328,6 +328,9 @@ def _profile(profile, top: int = 15) -> str:
             for name, b in profile.backends.items()]
     out.append(_table(["backend", "status", "hardware", "figures are", "total per run (median)", "runs",
                        "reason / notes"], rows))
+    if profile.summary:  # whole-model figures (AI Hub's estimated inference time, load times, memory), once
+        out.append("<p><b>Whole model</b></p>" + _table(
+            ["figure", "value"], [[f.name, f"{f.value:,.0f} {f.unit}"] for f in profile.summary]))
     for name, b in profile.backends.items():
         nodes = profile.backend_nodes(name)
         if not b.ok or not nodes:
