@@ -44,7 +44,7 @@ def test_the_cost_overlay_draws_and_the_node_panel_shows_the_cost(tmp_path):
         wait_for_idle(page)
         page.get_by_text("Top nodes · simulated HTP cycles").first.wait_for(timeout=60_000)
         assert not page.locator('[data-testid="stException"]').count()
-        shot = os.environ.get("QNN_LAB_PROFILE_SCREENSHOT")  # the README's picture, when asked for
+        shot = os.environ.get("QNN_LAB_PROFILE_SCREENSHOT")  # a copy of this test's picture (the README's is scripts/screenshot_profile.py)
         page.screenshot(path=str(tmp_path / "profile_page.png"), full_page=False)
         if shot:
             shutil.copy(tmp_path / "profile_page.png", shot)
