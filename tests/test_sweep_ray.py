@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ray_cluster import CLIENT_ENV, RAY, ray_cluster
-from sweep_helpers import write_spec
+from sweep_helpers import chain_model, write_spec
 from test_layering import importers_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +39,22 @@ def samples_spec(folder: Path) -> Path:
     return write_spec(folder / "spec.toml", 'models = ["samples/*.onnx"]\nsocs = ["sm8650", "sc8380xp"]\n')
 
 
+def external_data_spec(folder: Path) -> Path:
+    """One small model whose every tensor sits in an external-data file next to it."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = chain_model()
+    for tensor in model.graph.initializer:  # as raw bytes: onnx moves only those to external data
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor), tensor.name))
+    folder.mkdir(parents=True)
+    onnx.save_model(model, folder / "chain.onnx", save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="chain.onnx.data", size_threshold=0)
+    assert (folder / "chain.onnx.data").is_file()
+    return write_spec(folder / "spec.toml", 'models = ["chain.onnx"]\nsocs = ["sm8650"]\n'
+                      'analyses = ["partition", "classify"]\n')
+
+
 def cells(done: subprocess.CompletedProcess) -> list[dict]:
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)["cells"]
@@ -57,12 +73,17 @@ def test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_node
     spec = samples_spec(tmp_path / "zoo")
     local = cells(sweep(str(spec), "--out", str(tmp_path / "out-jobs"), "--jobs", "2", "--json", "--force",
                         cache=tmp_path / "cache-jobs"))
+    external_spec = external_data_spec(tmp_path / "external")
+    extdata_local = cells(sweep(str(external_spec), "--out", str(tmp_path / "out-ext-jobs"), "--jobs", "1", "--json",
+                                "--force", cache=tmp_path / "cache-ext-jobs"))
     with ray_cluster(nodes=2, env={"QNN_LAB_CACHE": str(tmp_path / "cache-nodes")}) as cluster:
         status = subprocess.run([RAY, "status", "--address", cluster.address], capture_output=True, text=True,
                                 timeout=120, env={**os.environ, **CLIENT_ENV}).stdout
         done = sweep(str(spec), "--out", str(tmp_path / "out-ray"), "--ray", cluster.address, "--json", "--force",
                      cache=tmp_path / "cache-ray")
         on_ray = cells(done)
+        extdata = cells(sweep(str(external_spec), "--out", str(tmp_path / "out-ext-ray"), "--ray", cluster.address,
+                              "--json", "--force", cache=tmp_path / "cache-ext-ray"))
         assert len(cluster.processes()) > 0
     assert not cluster.processes()  # stopped: every process it started, and nothing else was asked to stop
 
@@ -76,7 +97,16 @@ def test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_node
     # Each model went to the cluster once, not once per cell; the nodes kept one copy per digest.
     assert f"ray: {len(SAMPLES)} model(s) sent to the cluster's object store for {len(on_ray)} cell(s)" in done.stderr
     copies = sorted(p.parent.name for p in (tmp_path / "cache-nodes" / "sweep-models").glob("*/*.onnx"))
-    assert len(copies) == len(set(copies)) == len(SAMPLES)
+    assert len(copies) == len(set(copies)) == len(SAMPLES) + 1
+    # A model with external data: its file went with it, next to the node's copy, same cells as --jobs 1.
+    assert {c["status"] for c in extdata} == {"ok"} and len(extdata) == 2, extdata
+    assert comparable(extdata) == comparable(extdata_local)
+    assert {c["executor"] for c in extdata} == {"ray"}
+    from dashboard.intake.digest import file_digest
+
+    digest = file_digest(tmp_path / "external" / "chain.onnx")
+    node_copy = tmp_path / "cache-nodes" / "sweep-models" / digest
+    assert (node_copy / "chain.onnx.data").read_bytes() == (tmp_path / "external" / "chain.onnx.data").read_bytes()
 
 
 def test_an_unreachable_cluster_is_one_error_line_before_anything_is_written(tmp_path):
@@ -108,3 +138,24 @@ def test_a_sweep_without_ray_never_loads_it(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT), "QNN_LAB_CACHE": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_node_writes_external_data_only_as_a_plain_relative_path_inside_the_models_folder(tmp_path):
+    from dashboard.intake.digest import content_hasher
+    from dashboard.sweep.ray_exec import external_copy
+
+    data = b"weights"
+    hasher = content_hasher()
+    hasher.update(data)
+    digest = hasher.hexdigest()
+    folder, outside = tmp_path / "copy", tmp_path / "outside"
+    folder.mkdir()
+    outside.mkdir()
+    (folder / "out").symlink_to(outside, target_is_directory=True)
+    for location in ("../escape.data", str(outside / "abs.data"), "sub/../x.data", "out/link.data", ""):
+        with pytest.raises(ValueError, match="refusing external-data location"):
+            external_copy(folder, location, data, digest)
+    with pytest.raises(ValueError, match="do not match their digest"):
+        external_copy(folder, "w.data", b"other", digest)
+    assert not list(outside.iterdir()) and not (tmp_path / "escape.data").exists()
+    assert external_copy(folder, "sub/w.data", data, digest).read_bytes() == data

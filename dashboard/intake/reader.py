@@ -380,7 +380,7 @@ def _check_text(model_path: Path, parsed: _Parsed) -> None:
 
 
 def _check_external_locations(model_path: Path, parsed: _Parsed) -> None:
-    """One rule (``_location_problem``) for every tensor that names an external-data file: the
+    """One rule (``location_problem``) for every tensor that names an external-data file: the
     top-level initializers (from their headers) and sparse initializers, and, when a "location"
     key appears anywhere in what protobuf parsed, every tensor in nodes, bodies and functions."""
     base = model_path.resolve().parent
@@ -392,13 +392,13 @@ def _check_external_locations(model_path: Path, parsed: _Parsed) -> None:
     if any(_LOCATION_KEY in data for _, data in parsed.buffers):
         located += [(what, tensor_header(t).external_location) for what, t in _nested_tensors(parsed.model)]
     for what, location in located:
-        problem = None if location is None else _location_problem(base, location)
+        problem = None if location is None else location_problem(base, location)
         if problem:
             raise ModelError(f"{model_path}: {what} points to external data at {location!r}, {problem}; "
                              "refusing to read it")
 
 
-def _location_problem(base: Path, location: str | bytes) -> str | None:
+def location_problem(base: Path, location: str | bytes) -> str | None:
     """Why an external-data ``location`` is refused, or None: it must be a relative path that stays
     inside the model's folder ``base`` (no absolute path, drive letter, ``..`` escape, symlink
     escape or NUL byte) and be text."""

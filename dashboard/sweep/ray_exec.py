@@ -14,8 +14,11 @@ Why each piece:
   model gets the same object; a node writes it once into its own cache
   (``<QNN_LAB_CACHE>/sweep-models/<digest>/``), checked against the digest. The driver drops its
   reference once the sweep has moved past that model, so the object store holds the models of
-  the cells in flight, not the zoo. (A model's external-data files do not travel: such a model is
-  a failed cell on the cluster, and runs with ``--jobs``.)
+  the cells in flight, not the zoo. A model's external-data files travel with it, in the same
+  object: read through the intake (``load_model`` refuses a location that leaves the model's
+  folder), at most the upload quota in all, each with its own digest, and written next to the
+  node's copy under the same relative names (checked again there: a plain relative path inside
+  that folder), so the runtime on the node finds them as it would next to the original.
 - The nodes run the driver's own code: the ``dashboard`` package goes with the job
   (``runtime_env`` ``py_modules``), so a cell's key (which includes the project's version) means
   the same everywhere. The nodes need the project's dependencies (onnxruntime-qnn) installed.
@@ -150,9 +153,10 @@ class RayExecutor:
                         break
                     try:
                         model = models.ref(cell)
-                    except OSError as exc:
+                    except (OSError, UserError) as exc:
+                        reason = exc.strerror or exc if isinstance(exc, OSError) else exc
                         yield CellResult.failure(cell, f"cannot read the model to send it to the cluster "
-                                                       f"({exc.strerror or exc})", executor=EXECUTOR)
+                                                       f"({reason})", executor=EXECUTOR)
                         continue
                     running[self._task.remote(cell, model, run_one)] = cell
                     self.cells += 1
@@ -208,7 +212,7 @@ class _Shipments:
         with self._lock:
             entry = self._refs.get(cell.digest)
             if entry is None:
-                data = Path(cell.path).read_bytes()
+                data = (Path(cell.path).read_bytes(), external_files(cell.path))
                 entry = self._refs[cell.digest] = [self.ray.put(data), 0]
                 self.count += 1
                 del data
@@ -234,17 +238,48 @@ class _Shipments:
             self._refs.clear()
 
 
+External = tuple[str, bytes, str]  # (location relative to the model's folder, bytes, content digest)
+
+
+def external_files(path: str) -> list[External]:
+    """The external-data files the model at ``path`` names, read to go with it. The intake reads
+    the model (refusing a location outside its folder: absolute, ``..`` out, a symlink out); a
+    missing file or more than the upload quota in all is a ``UserError``: that cell fails."""
+    from dashboard.intake.digest import content_hasher
+    from dashboard.intake.overview import sizes
+    from dashboard.intake.reader import load_model
+    from dashboard.intake.uploads import quota
+
+    names = sizes(load_model(path)).external_files
+    folder = Path(path).parent
+    total, limit = sum((folder / name).stat().st_size for name in names), quota()
+    if total > limit:
+        raise UserError(f"its external-data files hold {total} bytes, more than the upload quota of {limit} bytes "
+                        "(QNN_LAB_UPLOAD_QUOTA)")
+    found = []
+    for name in names:
+        data = (folder / name).read_bytes()
+        hasher = content_hasher()
+        hasher.update(data)
+        found.append((name, data, hasher.hexdigest()))
+    return found
+
+
 # -- on the node -------------------------------------------------------------------------------------
-def run_on_node(cell: Cell, model: bytes, run_one: RunOne) -> CellResult:
-    """A Ray task: ``run_one`` on this node's copy of the model, the record naming the node."""
+def run_on_node(cell: Cell, model: tuple[bytes, list[External]], run_one: RunOne) -> CellResult:
+    """A Ray task: ``run_one`` on this node's copy of the model (and of its external-data files),
+    the record naming the node."""
     import ray
 
     from dashboard.runtime.jobs import Cancellation
 
     context = ray.get_runtime_context()
     where = f"{context.get_node_id()} ({ray.util.get_node_ip_address()})"
+    data, externals = model
     try:
-        local = node_copy(cell.digest, Path(cell.path).name, model)
+        local = node_copy(cell.digest, Path(cell.path).name, data)
+        for location, content, digest in externals:
+            external_copy(local.parent, location, content, digest)
     except (OSError, ValueError) as exc:
         return CellResult.failure(cell, f"cannot store the model on the Ray node: {exc}", executor=EXECUTOR,
                                   node=where)
@@ -276,3 +311,30 @@ def node_copy(digest: str, name: str, data: bytes) -> Path:
     os.replace(temporary, target)
     return target
 
+
+
+def external_copy(folder: Path, location: str, data: bytes, digest: str) -> Path:
+    """One external-data file next to the node's copy of its model, under the location the model
+    names; a location that is not a plain relative path inside ``folder`` (absolute, ``..``, a
+    symlink out) is refused, and the bytes are checked against their digest before any write."""
+    from dashboard.intake.digest import content_hasher
+    from dashboard.intake.reader import location_problem
+
+    problem = location_problem(folder.resolve(), location)
+    if problem is None and ".." in Path(location).parts:
+        problem = "which is not a plain relative path"
+    if problem:
+        raise ValueError(f"refusing external-data location {location!r}, {problem}")
+    hasher = content_hasher()
+    hasher.update(data)
+    if hasher.hexdigest() != digest:
+        raise ValueError(f"the bytes of {location!r} do not match their digest {digest}")
+    target = folder / location
+    if target.is_file() and not target.is_symlink() and target.stat().st_size == len(data) \
+            and target.read_bytes() == data:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.part"
+    temporary.write_bytes(data)
+    os.replace(temporary, target)
+    return target
