@@ -5,12 +5,7 @@ that lost coverage, and the diff tab says its gate trips."""
 from __future__ import annotations
 
 from e2e_helpers import choose_option, launch_chromium, open_page, require_chromium, running_app, wait_for_idle
-from sweep_helpers import write_models, write_spec
-from test_sweep_page import SPEC, fake
-
-from dashboard.sweep.spec import load_spec
-from dashboard.sweep.store import Store, run_sweep
-from dashboard.views.sweep import results_folder
+from test_sweep_page import two_runs
 
 VIEWPORT = {"width": 1600, "height": 1100}
 
@@ -24,13 +19,7 @@ def test_the_sweep_page_draws_the_matrix_and_the_diff_in_the_browser(tmp_path):
     require_chromium()
     from playwright.sync_api import sync_playwright
 
-    base = tmp_path / "sweeps"
-    write_models(base / "models", 2)
-    spec = write_spec(base / "zoo.toml", SPEC)
-    run_sweep(load_spec(spec), Store(results_folder(spec), create=True),
-              run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 1.0}))
-    run_sweep(load_spec(spec), Store(base / "pr-run", create=True),
-              run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 0.75}))
+    base = two_runs(tmp_path / "sweeps")
     with running_app(env={"QNN_LAB_SWEEP_ROOTS": str(base)}) as app, sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:

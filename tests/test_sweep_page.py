@@ -7,6 +7,8 @@ job into the spec's own folder."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import onnx
 from sweep_helpers import fake_profile, two_input_model, write_models, write_spec
@@ -40,16 +42,22 @@ def fake(coverage: dict[str, float]):
     return run_one
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    """An operator's sweep root with a spec, its results, and a second run where model 1 lost coverage."""
-    base = tmp_path / "sweeps"
+def two_runs(base: Path) -> Path:
+    """``base`` as an operator's sweep root: a spec, its results, and a second run (``pr-run``)
+    where model 1 lost coverage. Shared with the browser test."""
     write_models(base / "models", 2)
     spec = write_spec(base / "zoo.toml", SPEC)
     run_sweep(load_spec(spec), Store(results_folder(spec), create=True),
               run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 1.0}))
     run_sweep(load_spec(spec), Store(base / "pr-run", create=True),
               run_one=fake({"models/model_000.onnx": 1.0, "models/model_001.onnx": 0.75}))
+    return base
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """An operator's sweep root with a spec, its results, and a second run where model 1 lost coverage."""
+    base = two_runs(tmp_path / "sweeps")
     monkeypatch.setenv(access.SWEEP_ROOTS_ENV, str(base))
     access.reload()
     return base
