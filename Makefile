@@ -55,6 +55,7 @@ bench: $(VENV)/.dev system-deps
 	$(PY) benchmarks/viewer_bench.py || failed="$$failed viewer"; \
 	$(PY) benchmarks/profile_bench.py || failed="$$failed profile"; \
 	$(PY) benchmarks/sweep_page_bench.py || failed="$$failed sweep-page"; \
+	$(PY) benchmarks/accuracy_bench.py || failed="$$failed accuracy"; \
 	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed (see FLOOR FAILED above)"; exit 1; fi
 
 samples: $(VENV)/.runtime

@@ -29,6 +29,8 @@ COMMANDS = {
     "partition": ("dashboard.cli.partition", "which nodes GPU and HTP claim, and migration plans"),
     "profile": ("dashboard.cli.profile", "where the time goes: per-node cost on each backend (or an AI Hub import)"),
     "timeline": ("dashboard.cli.timeline", "serve on a fast backend and hot-migrate to HTP"),
+    "accuracy": ("dashboard.cli.accuracy", "does the HTP give the right answer on your data; which layer breaks it"),
+    "quantize": ("dashboard.cli.quantize", "a QDQ model for the HTP (ORT's QNN recipe); the mixed-precision search"),
     "report": ("dashboard.cli.report", "one self-contained HTML report: classifier, partitions, timeline"),
     "bench": ("dashboard.cli.bench", "benchmarks: classification vs onnx.load, same run"),
     "sweep": ("dashboard.cli.sweep", "a model zoo x SoCs x setting sets into a results folder; sweep diff, the CI gate"),

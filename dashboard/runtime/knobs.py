@@ -33,7 +33,7 @@ SESSION_BACKENDS = (*BACKENDS, "cpu")  # what a session runs on: "cpu" is ONNX R
 OPTIMIZATION_LEVELS = ("all", "extended", "basic", "disabled")  # ONNX Runtime's, the default first
 # Each analysis' own timeout (``Settings.timeout`` None): a hung QNN compile must not hang the page
 # or a pipeline, and a large float graph on the x86_64 HTP simulator takes many minutes.
-TIMEOUTS = {"partition": 900.0, "timeline": 1800.0, "profile": 900.0}
+TIMEOUTS = {"partition": 900.0, "timeline": 1800.0, "profile": 900.0, "accuracy": 1800.0, "quantize": 3600.0}
 MAX_SECONDS = 7 * 24 * 3600  # a timeout of more than a week is a typo (and ``inf`` overflowed a deadline)
 
 # Front ends: how each words a knob named in a hint (``words``).

@@ -126,7 +126,8 @@ class WorkerProgress(Record):
 
 
 # -- the registries ---------------------------------------------------------------------------------
-CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.protocol", "dashboard.profile.protocol")
+CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.protocol", "dashboard.profile.protocol",
+                        "dashboard.accuracy.protocol")
 """The modules that register the commands and events of the capabilities above the runtime."""
 
 
