@@ -240,3 +240,14 @@ def test_cli_bad_input_is_one_error_line(outlier, args, words):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_qdq_model_alone_is_compared_with_the_cpu_ep_on_the_same_model(outlier):
+    from dashboard.accuracy.run import accuracy_model
+
+    folder, _, q, _ = outlier
+    report = accuracy_model(q, save_samples(folder), Settings())
+    assert [c.key for c in report.comparisons] == ["qdq_htp_vs_qdq_cpu"]
+    assert report.comparisons[0].ok and report.comparisons[0].outputs[0].overall.sqnr_db is not None
+    assert any("no float model" in n for n in report.notes)
+    assert not any("fp16" in n for n in report.notes)  # a QDQ model runs on the integer path

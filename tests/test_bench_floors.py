@@ -85,3 +85,24 @@ def test_the_profile_floor_compares_the_cli_with_the_bare_script_of_the_same_run
     assert ("FAILED" in capsys.readouterr().out) == bool(code)
     assert seen[0][1].endswith("profile_bare.py") and seen[0][4] == "7"
     assert seen[1][1:5] == ["-m", "dashboard", "profile", seen[0][2]] and "7" in seen[1]
+
+
+@pytest.mark.parametrize("wall, code", [(1.25, 0), (1.35, 1)])
+def test_the_accuracy_floor_compares_the_cli_with_the_bare_script_of_the_same_samples(wall, code, monkeypatch,
+                                                                                       capsys):
+    spec = importlib.util.spec_from_file_location("accuracy_bench", ROOT / "benchmarks" / "accuracy_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seen = []
+
+    def fake(bare, ours, env, runs):
+        seen.extend([bare(), ours()])
+        return medians(wall)
+
+    monkeypatch.setattr(bench, "alternating", fake)
+    monkeypatch.setattr(sys, "argv", ["accuracy_bench.py", "--samples", "32"])
+    assert module.main() == code
+    bare, ours = seen
+    assert bare[-1] == ours[ours.index("--soc") + 1] == module.SOC_MODEL and ours[2:4] == ["dashboard", "accuracy"]
+    assert bare[3] == ours[ours.index("--data") + 1]  # the same samples
+    assert ("FAILED: accuracy over its floor" in capsys.readouterr().out) is bool(code)

@@ -16,7 +16,7 @@ import statistics
 
 import numpy as np
 
-from dashboard.accuracy.model import JUMP_DB, LayerError, Layers, Quant
+from dashboard.accuracy.model import FINE_DB, JUMP_DB, LayerError, Layers, Quant
 
 FP16_MAX = 65504.0
 CLIPPED = 0.001  # a share of clipped values worth saying (one in a thousand)
@@ -71,7 +71,7 @@ def causes(row: LayerError, fp16: bool) -> list[str]:
 def explain_layers(layers: Layers, upstream: dict[str, list[str]], fp16: bool = True) -> None:
     """Fill ``why``, ``worst`` and ``first_jump``. A layer *jumps* when its own error (layerwise,
     else the cumulative error compared with its inputs') is ``JUMP_DB`` worse than the layers'
-    typical own error (the median); the first such layer in graph order is named."""
+    typical own error (the median) and below ``FINE_DB``; the first such layer in graph order is named."""
     for row in layers.rows:
         row.why = "; ".join(causes(row, fp16)) or None
     own = {r.tensor: r.layerwise for r in layers.rows if r.layerwise is not None}
@@ -81,7 +81,8 @@ def explain_layers(layers: Layers, upstream: dict[str, list[str]], fp16: bool = 
         return
     layers.worst = min(own, key=own.get)
     typical = statistics.median(own.values())
-    layers.first_jump = next((r.tensor for r in layers.rows if r.tensor in own and own[r.tensor] < typical - JUMP_DB),
+    layers.first_jump = next((r.tensor for r in layers.rows if r.tensor in own
+                             and own[r.tensor] < min(typical - JUMP_DB, FINE_DB)),
                              None)
 
 

@@ -122,6 +122,7 @@ class Plan:
 
     def __init__(self, args: AccuracyArgs, float_model, qdq_model, target) -> None:
         self.args, self.float_model, self.qdq_model, self.target = args, float_model, qdq_model, target
+        self.qdq_path = args.quantized or args.path
         self.reference_tensors: set[str] = set()
         self.probes: list[P.Probe] = []
         self.pairs = [key for key, (t, r, *_) in PAIRS.items() if self._has(t) and self._has(r)]
@@ -142,22 +143,31 @@ class Plan:
         sessions = Sessions()
         layers = bool(self.args.layers) and self.float_model is not None
         if self.float_model is not None:
-            reference = self.float_model
+            plain = self._source(self.float_model)
+            reference = plain
             if layers:
-                reference, self.reference_tensors = P.reference_model(self.float_model)
+                augmented, self.reference_tensors = P.reference_model(self.float_model)
+                reference = _bytes(augmented)
             emit(Stage("creating the float reference (CPU EP)", 0.05))
-            sessions.make("float_cpu", lambda: create_session(_bytes(reference), cpu))
+            sessions.make("float_cpu", lambda: create_session(reference, cpu))
             emit(Stage("compiling the float model for the HTP", 0.10, "htp"))
-            sessions.make("float_htp", lambda: create_session(_bytes(self.float_model), htp, require_qnn=True))
+            sessions.make("float_htp", lambda: create_session(plain, htp, require_qnn=True))
         if self.qdq_model is not None:
             emit(Stage("compiling the QDQ model for the HTP", 0.20, "htp"))
-            sessions.make("qdq_htp", lambda: create_session(_bytes(self.qdq_model), integer, require_qnn=True))
-            sessions.make("qdq_cpu", lambda: create_session(_bytes(self.qdq_model), cpu))
+            qdq = self._source(self.qdq_model)
+            sessions.make("qdq_htp", lambda: create_session(qdq, integer, require_qnn=True))
+            sessions.make("qdq_cpu", lambda: create_session(qdq, cpu))
         if layers:
             self._debug_sessions(sessions, emit, htp if self.qdq_model is None else integer, cpu)
         elif self.args.layers:
             sessions.failed["layers"] = "layers need the float model as their reference"
         return sessions
+
+    def _source(self, model) -> str | bytes:
+        """The file itself when the model is as stored (no input shape declared), else its bytes."""
+        if self.args.input_shapes:
+            return _bytes(model)
+        return self.qdq_path if model is self.qdq_model else self.args.path
 
     def _debug_sessions(self, sessions: Sessions, emit: Emit, htp, cpu) -> None:
         """The debug copies, built once the reference's shapes are known (from a first reference

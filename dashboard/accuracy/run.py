@@ -102,6 +102,7 @@ def accuracy_model(model_path: str | os.PathLike, data=None, settings: Settings 
                                                         reason=str(answer.failure))])
     else:
         report = answer.result
+        report.data = _data_info(dataset)  # the worker saw arrays; the preprocessing and licence are here
     report.model = given.name
     report.quantized = Path(q_path).name if q_path else None
     report.digest = file_digest(str(given.resolve()))
