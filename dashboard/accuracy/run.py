@@ -144,4 +144,9 @@ def verdicts(report: AccuracyReport) -> list[str]:
         row = layers.row(layers.first_jump)
         lines.append(f"the error first jumps at {row.node} [{row.op_type}] (tensor {row.tensor})"
                      + (f": {row.why}" if row.why else ""))
+    if layers is not None and layers.ok and layers.worst and layers.worst != layers.first_jump:
+        row = layers.row(layers.worst)
+        own = row.layerwise if row.layerwise is not None else row.cumulative
+        lines.append(f"the worst layer on its own is {row.node} [{row.op_type}] ({own:.1f} dB)"
+                     + (f": {row.why}" if row.why else ""))
     return lines

@@ -91,13 +91,16 @@ def render_text(result) -> list[str]:
         ratio = f"; the QDQ model costs {result.cycles_ratio:.2f}x the float model's cycles" if result.cycles_ratio else ""
         lines.append(f"float model in fp16 on the same SoC: {result.float_cycles:,.0f} cycles{ratio}")
     c = result.coverage
+    from dashboard.runtime.knobs import CLI, words
+
     if c is not None:
         lines.append("")
         if c.error:
             lines.append(f"HTP coverage of the QDQ model (integer path): FAILED: {c.error}")
         else:
             lines.append(f"HTP coverage of the QDQ model (integer path): {c.claimed} node(s) claimed, {c.refused} refused, "
-                         f"{c.subgraphs} subgraph(s)")
+                         f"{c.subgraphs} subgraph(s)" + (f"; the input's quantize and the output's dequantize ({c.ends} node(s)) "
+                                                 "run on the CPU EP by the EP's design" if c.ends else ""))
             for b in c.blockers[:8]:
-                lines.append(f"  blocker: {b['count']} x {b['op_type']}: {b['reason']} -> fix: {b['fix']}")
+                lines.append(f"  blocker: {b['count']} x {b['op_type']}: {b['reason']} -> fix: {words(b['fix'], CLI)}")
     return lines
