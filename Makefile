@@ -12,17 +12,23 @@ SAMPLE ?= samples/llm_decoder_kv.onnx
 # command and `from dashboard import notebook` work from anywhere with this environment. Its bytecode
 # is compiled once, as pip does for an installed wheel: each command then starts without compiling
 # the sources, even where PYTHONDONTWRITEBYTECODE keeps Python from caching them itself.
-$(VENV)/.runtime: requirements.txt requirements-nodeps.txt pyproject.toml
+$(VENV)/.runtime: requirements.txt requirements-nodeps.txt pyproject.toml scripts/check_requirements.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	@# Environments made before AI Hub's results became test data (tests/data/aihub/published.json) had it:
+	@if $(PY) -m pip show --quiet qai-hub-models 2>/dev/null; then $(PY) -m pip uninstall --quiet --yes qai-hub-models; fi
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) scripts/check_requirements.py
 	$(PY) -m compileall -q dashboard
 	touch $@
 
+# pip would list the requirements that requirements-nodeps.txt leaves out on purpose as conflicts
+# (red ERROR lines on a sound install); check_requirements.py checks everything else instead.
 $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-warn-conflicts -r requirements-dev.txt
+	$(PY) scripts/check_requirements.py
 	touch $@
 
 run: $(VENV)/.runtime

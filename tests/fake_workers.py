@@ -98,8 +98,9 @@ def processes_with_env(name: str, value: str) -> list[int]:
 
 # A ``timeline`` handler for ``patched_worker``: serves every strategy's requests at once, with no
 # session and no compile (milliseconds instead of the simulator's seconds), emitting the events a
-# real run does. After ``HOLD_AFTER`` answers it waits until the file ``GATE`` exists (forever if it
-# never does: a run that only Cancel ends; the worker exits when its stdin closes).
+# real run does. After ``HOLD_AFTER`` answers it creates the file ``HELD`` (the test's sign that it
+# holds) and waits until the file ``GATE`` exists (forever if it never does: a run that only Cancel
+# ends; the worker exits when its stdin closes).
 FAKE_TIMELINE = """
 import os, time
 from dashboard.timeline.model import Event, Request, StrategyRun, TimelineRun
@@ -116,6 +117,7 @@ def handler(args, emit):
                           expected_requests=options.requests)
         for i in range(options.requests):
             if answered == HOLD_AFTER:
+                open(HELD, 'w').close()
                 while not os.path.exists(GATE):
                     time.sleep(0.05)
             request = Request(i, i * 0.01, i * 0.01, i * 0.01 + 0.004, 'cpu', True)
@@ -132,8 +134,14 @@ def handler(args, emit):
 """
 
 
+def held(gate: Path) -> Path:
+    """The file a ``fake_timeline_code`` worker creates once it holds before ``gate``."""
+    return gate.with_name(gate.name + ".held")
+
+
 def fake_timeline_code(gate: Path, hold_after: int = -1) -> str:
     """Python source of a worker whose ``timeline`` command is ``FAKE_TIMELINE``, holding after
-    ``hold_after`` answers until ``gate`` exists (-1: never holds)."""
-    handler = f"HOLD_AFTER = {hold_after}\nGATE = {str(gate)!r}\n" + FAKE_TIMELINE
+    ``hold_after`` answers until ``gate`` exists (-1: never holds); ``held(gate)`` exists once it
+    holds."""
+    handler = f"HOLD_AFTER = {hold_after}\nGATE = {str(gate)!r}\nHELD = {str(held(gate))!r}\n" + FAKE_TIMELINE
     return patched_worker(handler, "timeline")[2]

@@ -1,17 +1,19 @@
 """The partition analysis against Qualcomm's own on-device results (issue 16).
 
-``qai-hub-models`` (pinned in requirements-nodeps.txt) ships, per model, ``perf.yaml``: what AI Hub
-measured on real Snapdragon devices, among it ``layer_counts`` ``{total, npu, gpu, cpu}`` per
-device, precision and runtime. ``tests/data/aihub/`` holds models with the structure of AI Hub's
-(``scripts/export_aihub_models.py``: the torchvision architectures its model classes wrap, at its
-input shapes), weight-stripped; each is refilled with constant data and analysed on the HTP
+``qai-hub-models`` ships, per model, ``perf.yaml``: what AI Hub measured on real Snapdragon
+devices, among it ``layer_counts`` ``{total, npu, gpu, cpu}`` per device, precision and runtime.
+The facts this test uses are ``tests/data/aihub/published.json``, extracted from the pinned wheel
+by ``scripts/aihub_published.py`` with their provenance (package, version, wheel digest, file and
+field); the package itself is not installed. ``tests/data/aihub/`` holds models with the structure
+of AI Hub's (``scripts/export_aihub_models.py``: the torchvision architectures its model classes
+wrap, at its input shapes), weight-stripped; each is refilled with constant data and analysed on the HTP
 simulator at fp16 (AI Hub's ``float`` precision runs fp16 on the HTP) for the SoC of the device,
 and the report must agree with the device on two things: whether anything falls back to the CPU,
 and the CPU share (within ``SHARE_TOLERANCE``; the device counts compiled layers, the report counts
 the model's nodes, so only the share is compared).
 
-The SoC -> device match comes from the package too (``devices_and_chipsets.yaml``: the chipset with
-the SoC's ``soc_model`` and Hexagon version, and its reference device). CI runs the committed set on
+The SoC -> device match comes from the package too (its ``devices_and_chipsets.yaml``: the chipset
+with the SoC's ``soc_model`` and Hexagon version, and its reference device). CI runs the committed set on
 SM8750 (Galaxy S25); a larger run (README, "Partition truth"):
 
     QNN_LAB_AIHUB_SOCS=sm8750,sm8650,sc8380xp QNN_LAB_AIHUB_DIR=/tmp/aihub pytest tests/test_aihub_truth.py
@@ -19,16 +21,16 @@ SM8750 (Galaxy S25); a larger run (README, "Partition truth"):
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-import yaml
 from onnx import TensorProto
 
 from dashboard.partition.analysis import PartitionOptions, analyze
@@ -44,19 +46,20 @@ SHARE_TOLERANCE = 0.05
 REFILL = 0.01
 
 
-def package_dir() -> Path:
-    """The installed ``qai_hub_models`` folder, found without importing it (its __init__ needs torch)."""
-    spec = importlib.util.find_spec("qai_hub_models")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("qai-hub-models is not installed: pip install --no-deps -r requirements-nodeps.txt (make does)")
-    return Path(next(iter(spec.submodule_search_locations)))
+PUBLISHED = COMMITTED / "published.json"
+EXTRACTOR = COMMITTED.parents[2] / "scripts" / "aihub_published.py"  # what wrote PUBLISHED
+
+
+def published() -> dict:
+    """AI Hub's published results, as extracted from the pinned ``qai-hub-models`` wheel."""
+    return json.loads(PUBLISHED.read_text())
 
 
 def reference_devices(soc_key: str) -> list[str]:
     """AI Hub's reference devices of the chipsets compiled for ``soc_key``'s soc_model and Hexagon
     arch, the chipset that names the SoC among its aliases first (several parts share a soc_model)."""
     soc = resolve_soc(soc_key)
-    chipsets = yaml.safe_load((package_dir() / "devices_and_chipsets.yaml").read_text())["chipsets"]
+    chipsets = published()["chipsets"]["entries"]  # devices_and_chipsets.yaml, in its order
     matching = [c for c in chipsets.values() if c.get("soc_model") == soc.soc_model
                 and c.get("htp_version") == soc.htp_arch and c.get("reference_device")]
     matching.sort(key=lambda c: not any(a.split("-")[0] == soc.key for a in c.get("aliases", ())))
@@ -79,13 +82,12 @@ class Fallback:
 def on_device(model_id: str, devices: list[str]) -> tuple[str, Fallback]:
     """What AI Hub measured: the ``layer_counts`` of the model's (single) component on the first of
     ``devices`` it was measured on."""
-    perf = yaml.safe_load((package_dir() / "models" / model_id / "perf.yaml").read_text())
-    components = perf["precisions"][PRECISION]["components"]
-    assert len(components) == 1, f"{model_id}: several components {list(components)}"
-    metrics = next(iter(components.values()))["performance_metrics"]
-    device = next((d for d in devices if RUNTIME in metrics.get(d, {})), None)
+    results = published()["models"]
+    assert model_id in results, f"{model_id}: not extracted from AI Hub's package (scripts/aihub_published.py)"
+    metrics = results[model_id]["devices"]  # perf.yaml: precisions.float.components.<the one>.performance_metrics
+    device = next((d for d in devices if d in metrics), None)
     assert device is not None, f"{model_id}: no {RUNTIME} result on {devices}"
-    entry = metrics[device][RUNTIME]
+    entry = metrics[device]  # <device>.onnx
     assert entry["job_status"] == "Passed", entry
     counts = entry["layer_counts"]
     return device, Fallback(counts.get("cpu", 0), counts["total"])
@@ -109,16 +111,17 @@ def refilled(path: Path, directory: Path) -> Path:
 
 
 def test_the_committed_set_covers_five_architectures_with_mobilenet_v3():
-    from importlib import metadata
-
-    pins = [line.split("==") for line in (COMMITTED.parents[2] / "requirements-nodeps.txt").read_text().splitlines()
-            if line.startswith("qai-hub-models==")]
-    package_dir()
-    assert pins and metadata.version("qai-hub-models") == pins[0][1].strip()  # the results of the pinned release
+    data = published()
+    source = data["source"]
+    pinned = re.search(r'^PACKAGE, VERSION = "([^"]+)", "([^"]+)"$', EXTRACTOR.read_text(), re.M).groups()
+    assert (source["package"], source["version"]) == pinned  # the results of the release the script pins
+    assert (source["precision"], source["runtime"]) == (PRECISION, RUNTIME)
+    assert len(source["sha256"]) == 64 and source["wheel"].startswith(f"qai_hub_models-{pinned[1]}-")
     names = {p.stem for p in COMMITTED.glob("*.onnx")}
     assert len(names) >= 5 and {"mobilenet_v3_small", "mobilenet_v3_large"} <= names
     for name in names:  # each is an AI Hub model id with on-device results in the pinned package
-        assert (package_dir() / "models" / name / "perf.yaml").is_file(), name
+        model = data["models"].get(name)
+        assert model and model["file"] == f"qai_hub_models/models/{name}/perf.yaml" and model["devices"], name
 
 
 def test_each_soc_is_matched_to_its_reference_phone_or_laptop():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from deadlines import DEADLINE, wait_until
 from fake_workers import alive
 
 from dashboard import __version__
@@ -72,14 +73,13 @@ def sshd(tmp_path_factory):
         "LogLevel ERROR", ""]))
     log = open(root / "sshd.log", "wb")
     server = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config), "-p", str(port)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if server.poll() is not None:
             pytest.fail(f"sshd exited: {(root / 'sshd.log').read_text()}")
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listening, "sshd listening", interval=0.1)
     yield {"port": port, "key": user_key, "root": root}
     server.terminate()
     server.wait(timeout=10)
@@ -338,7 +338,7 @@ def test_a_remote_worker_that_hangs_does_not_survive_the_client_s_timeout(sshd, 
     assert alive(remote_pid) and remote_pid != ssh_pid
     with pytest.raises(WorkerTimeout, match="did not finish 'probe' within 2 s and was stopped"):
         worker.call("probe", timeout=2)
-    assert gone_within(remote_pid, 5) and not alive(ssh_pid)
+    assert gone_within(remote_pid, DEADLINE) and not alive(ssh_pid)
 
 
 def test_a_remote_worker_exits_when_its_ssh_connection_drops(sshd, tmp_path):
@@ -354,10 +354,10 @@ def test_a_remote_worker_exits_when_its_ssh_connection_drops(sshd, tmp_path):
 
     waiting = threading.Thread(target=call)
     waiting.start()
-    assert probing.wait(30)
+    assert probing.wait(DEADLINE), "the remote probe never started"
     os.kill(ssh_pid, signal.SIGKILL)  # the connection drops; nobody closes the remote worker's stdin
-    assert gone_within(remote_pid, 10)
-    waiting.join(10)
+    assert gone_within(remote_pid, DEADLINE)
+    waiting.join(DEADLINE)
     assert failures and "died during 'probe' (killed by SIGKILL)" in failures[0]
 
 

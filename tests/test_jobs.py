@@ -20,7 +20,7 @@ from pathlib import Path
 import partition_models as pm
 import pytest
 from deadlines import DEADLINE, wait_until
-from fake_workers import (MARK, STOPS_BEFORE_GREETING, fake_timeline_code, gone_within, patched_worker,  # noqa: F401
+from fake_workers import (MARK, STOPS_BEFORE_GREETING, alive, fake_timeline_code, gone_within, held, patched_worker,  # noqa: F401
                           processes_with_env, stopped, worker_mark)
 
 from dashboard.errors import UserError
@@ -220,7 +220,7 @@ def test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits(tmp_pat
         workers: list[int] = []
         wait_until(lambda: workers.extend(p for p in processes_with_env(MARK, _private) if p != cli.pid) or workers,
                    "the CLI starting its worker")
-        time.sleep(1.0)  # it has started serving and holds
+        wait_until(held(tmp_path / "never").exists, "the worker holding after its first answer")
         cli.send_signal(signal.SIGINT)
         _, stderr = cli.communicate(timeout=DEADLINE)
     finally:
@@ -228,7 +228,7 @@ def test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits(tmp_pat
             cli.kill()
     assert cli.returncode == 130 and stderr.strip().splitlines()[-1] == "error: interrupted", stderr
     assert "Traceback" not in stderr
-    assert all(gone_within(pid, 5) for pid in workers)
+    assert not any(alive(pid) for pid in workers)  # already gone: the CLI waited for them before it exited
 
 
 # -- the typed probe -----------------------------------------------------------------------------------

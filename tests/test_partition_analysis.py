@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import onnx
 import partition_models as pm
 import pytest
+from deadlines import DEADLINE, wait_until
 from fake_workers import gone_within
 
 from dashboard.errors import UserError
@@ -142,14 +142,12 @@ def test_cancel_stops_the_worker_at_once_and_caches_nothing(rejects, tmp_path):
 
     thread = threading.Thread(target=run)
     thread.start()
-    deadline = time.monotonic() + 60
-    while Stage("compiling", 0.5) not in events and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: Stage("compiling", 0.5) in events, "the worker reporting its compile")
     [pid] = cancel.pids
     cancel.cancel()
-    thread.join(timeout=30)
+    thread.join(timeout=DEADLINE)
     assert not thread.is_alive() and outcome == {"cancelled": "the analysis was cancelled"}
-    assert gone_within(pid, 10)  # the worker is gone, not left compiling
+    assert gone_within(pid, DEADLINE)  # the worker is gone, not left compiling (it would hang ten minutes)
     assert not [p for p in (tmp_path / "cache" / "partitions").glob("*.json") if p.name != "digests.json"]
 
 

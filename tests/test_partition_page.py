@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import partition_models as pm
 import pytest
+from deadlines import DEADLINE, wait_until
 from page_jobs import node_picker, settle
 from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
@@ -189,14 +189,12 @@ def test_the_device_picker_starts_on_the_current_device_and_cancel_stops_the_wor
     at.run()
     assert at.selectbox(key="pt_device").value == hanging.url
     job = at.session_state[JOB]
-    deadline = time.monotonic() + 60
-    while job.stage != "compiling" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: job.stage == "compiling", "the hanging worker reporting its compile")
     at.run()
     progress = at.get("progress")
     assert progress and "compiling" in progress[0].proto.text and "elapsed" in progress[0].proto.text
     at.button(key=f"{JOB}_cancel").click().run()
-    job.wait(30)
+    job.wait(DEADLINE)
     assert job.done and job.cancelled
     settle(at)
     assert any("Cancelled after" in i.value for i in at.info)

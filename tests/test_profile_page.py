@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 import pytest
+from deadlines import DEADLINE, wait_until
 from page_jobs import page_with_model, settle
 from profile_fixtures import aihub_profile, cnn_profile
 
@@ -252,8 +253,6 @@ HANGING_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.parti
 
 
 def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlier_profiles(tmp_path):
-    import time
-
     import partition_models as pm
 
     from dashboard.runtime.devices import Device
@@ -265,9 +264,7 @@ def test_a_running_profile_shows_its_step_and_cancel_stops_it_keeping_the_earlie
     at.run()
     at.button(key="pf_run").click().run()
     job = at.session_state[JOB]
-    deadline = time.monotonic() + 60
-    while job.stage != "profiling" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: job.stage == "profiling", "the hanging worker reporting its profile")
     at.run()
     progress = at.get("progress")
     assert progress and "profiling" in progress[0].proto.text and "elapsed" in progress[0].proto.text
@@ -308,24 +305,26 @@ def test_names_from_the_file_reach_the_charts_as_text():
     assert "<br>" in hover[-1]  # the line breaks the chart adds itself stay
 
 
-PACED_WORKER = ("import time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
+# A worker that reports run 1, then run 2 once the file GATE exists (the page has seen run 1), and
+# then hangs until it is stopped.
+PACED_WORKER = ("import os, threading, time, dashboard.runtime.protocol as m, dashboard.partition.protocol as p, "
                 "dashboard.profile.protocol, dashboard.runtime.worker as w\n"
                 "def runs(args, emit):\n"
-                "    for done in (1, 2):\n"
-                "        emit(p.Stage(f'run {done} of 10 (timed)', 0.1 + 0.07 * done, 'htp'))\n"
-                "        time.sleep(3)\n"
-                "    time.sleep(600)\n"
+                "    emit(p.Stage('run 1 of 10 (timed)', 0.17, 'htp'))\n"
+                "    while not os.path.exists(GATE):\n"
+                "        time.sleep(0.05)\n"
+                "    emit(p.Stage('run 2 of 10 (timed)', 0.24, 'htp'))\n"
+                "    threading.Event().wait()\n"
                 "m.COMMANDS['profile'] = m.COMMANDS['profile']._replace(handler='__main__:runs')\nw.serve()")
 
 
 def test_the_time_left_follows_the_pace_of_the_runs(tmp_path):
-    import time
-
     import partition_models as pm
 
     from dashboard.runtime.devices import Device
 
-    paced = pm.worker_device(tmp_path, PACED_WORKER)
+    gate = tmp_path / "run-2"
+    paced = pm.worker_device(tmp_path, f"GATE = {str(gate)!r}\n" + PACED_WORKER)
     at = page_with_model("profile", SAMPLE, "cnn", timeout=120)
     at.session_state["devices"] = {"local": Device.parse("local"), paced.url: paced}
     at.session_state["device_current"] = paced.url
@@ -333,13 +332,12 @@ def test_the_time_left_follows_the_pace_of_the_runs(tmp_path):
     at.button(key="pf_run").click().run()
     job = at.session_state[JOB]
     for run in (1, 2):  # the page sees each run as the browser's progress box would
-        deadline = time.monotonic() + 60
-        while not job.stage.startswith(f"run {run} of 10") and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: job.stage.startswith(f"run {run} of 10"), f"the worker reporting run {run}")
         at.run()
+        gate.touch()  # run 2 is reported only once the page has seen run 1
     assert "left for the runs, going by their pace so far" in texts(at)
     at.button(key=f"{JOB}_cancel").click().run()
-    job.wait(30)
+    job.wait(DEADLINE)
     assert job.done and job.cancelled
 
 

@@ -13,6 +13,7 @@ import time
 
 import plotly.graph_objects as go
 import pytest
+from deadlines import wait_until
 
 from dashboard.intake.reader import load_model
 from dashboard.intake.samples import sample_path
@@ -42,7 +43,9 @@ class _Handle:
         self.session = _Sleeps(seconds)
 
 
-def _paced_migration(after_swap: int, compile_s: float, cap: int = 500) -> tuple[StrategyRun, Server]:
+def _paced_migration(after_swap: int, compiled_after: int, cap: int = 3000) -> tuple[StrategyRun, Server]:
+    """A paced migration whose target "compiles" until ``compiled_after`` requests have been answered
+    on the fast session (an event, not a duration: what the test needs before the swap happens)."""
     options = TimelineOptions(strategies=["fast", "migrate"], requests=cap, rate=50.0, after_swap=after_swap,
                               warmup_runs=1)
     rec = Recorder("migrate", lambda event: None, threading.Lock(), options.requests)
@@ -50,7 +53,7 @@ def _paced_migration(after_swap: int, compile_s: float, cap: int = 500) -> tuple
     server.migration.serve(Slot("cpu", _Handle(0.001)))
 
     def open_target() -> Slot:
-        time.sleep(compile_s)  # the HTP compile
+        wait_until(lambda: len(rec.run.requests) >= compiled_after, f"{compiled_after} requests answered")
         return Slot("htp", _Handle(0.002))
 
     background = threading.Thread(target=server.migration.run, args=("htp", open_target))
@@ -63,17 +66,17 @@ def _paced_migration(after_swap: int, compile_s: float, cap: int = 500) -> tuple
 def test_a_paced_workload_serves_the_requests_asked_for_after_the_swap():
     """The workload outlasts the compile whatever it takes: it ends once ``after_swap`` requests
     arrived after the swap, and those are served by the target."""
-    run, server = _paced_migration(after_swap=4, compile_s=0.3)
+    run, server = _paced_migration(after_swap=4, compiled_after=15)
     m = run.metrics
     assert m["swap_at_s"] is not None and m["p50_after_s"] is not None
     after = [r for r in run.requests if r.start >= m["swap_at_s"]]
     assert len(after) >= 4 and all(r.backend == "htp" for r in after)
-    assert server.dispatched == len(run.requests) < 500 and not server.capped
+    assert server.dispatched == len(run.requests) < 3000 and not server.capped
     assert not run.swapped_after_last
 
 
 def test_a_paced_workload_stops_at_its_cap_and_says_so():
-    run, server = _paced_migration(after_swap=4, compile_s=0.6, cap=5)
+    run, server = _paced_migration(after_swap=4, compiled_after=5, cap=5)  # compiled once all were answered
     assert server.capped and server.dispatched == 5
     assert run.swapped_after_last  # the swap came after the last request started
 

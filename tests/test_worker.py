@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from deadlines import within
+from deadlines import DEADLINE, within
 from fake_workers import alive, fake_worker, gone_within, patched_worker
 
 from dashboard import __version__
 from dashboard.intake.digest import file_digest
-from dashboard.runtime.client import (PROJECT_ROOT, STOP_GRACE, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
+from dashboard.runtime.client import (PROJECT_ROOT, WorkerClient, WorkerCrashed, WorkerError, WorkerGroup,
                                       WorkerTimeout, WorkerVersionError, local_worker_argv)
 from dashboard.runtime.protocol import MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, ProbeArgs, Probing
 
@@ -71,18 +71,29 @@ def test_native_crash_is_reported_with_its_signal_and_caller_survives():
         assert fresh.call("hello").protocol == PROTOCOL_VERSION
 
 
+# A real worker whose probe says it has started and then blocks until the process is killed.
+PROBE_UNTIL_KILLED = ("import threading\n"
+                      "def handler(args, emit):\n"
+                      "    emit(m.Probing('htp'))\n"
+                      "    threading.Event().wait()\n")
+
+
 def test_worker_killed_from_outside_mid_call():
-    with WorkerClient() as worker:
-        timer = threading.Timer(0.5, lambda: os.killpg(worker.pid, signal.SIGKILL))
-        timer.start()
+    """Killed by someone else (the OOM killer, an operator) while it serves a call: the call
+    fails naming the signal. The kill lands mid-call by construction: the worker's pid is read
+    first, and the kill is sent when the worker reports the probe under way, which then never
+    ends by itself."""
+    with WorkerClient(patched_worker(PROBE_UNTIL_KILLED, "probe")) as worker:
+        pid = worker.pid
         with pytest.raises(WorkerCrashed, match="SIGKILL"):
-            # A probe of every backend takes longer than the timer.
-            worker.call("probe", ProbeArgs(["htp"] * 6))
-        timer.cancel()
+            worker.call("probe", ProbeArgs(["htp"]), timeout=DEADLINE,
+                        on_event=lambda event: os.killpg(pid, signal.SIGKILL))
+        assert worker.pid is None
+    assert gone_within(pid, DEADLINE)
 
 
 def test_timeout_stops_a_hung_worker_and_states_the_timeout_that_was_set():
-    worker = WorkerClient(fake_worker("sys.stdin.readline(); time.sleep(60)"), label="test worker").start()
+    worker = WorkerClient(fake_worker("sys.stdin.readline(); sys.stdin.read()"), label="test worker").start()
     pid = worker.pid
     with pytest.raises(WorkerTimeout, match=r"did not finish 'hello' within 1\.5 s and was stopped"):
         worker.call("hello", timeout=1.5)
@@ -174,7 +185,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from fake_workers import alive, fake_worker
 from dashboard.runtime.client import WorkerClient, WorkerProtocolError
 body = "sys.stdin.readline()\\nchunk = b'x' * (1 << 20)\\nfor _ in range({mb}): sys.stdout.buffer.write(chunk)\\n"
-body += "sys.stdout.flush()\\ntime.sleep(60)"
+body += "sys.stdout.flush()\\nsys.stdin.read()"
 worker = WorkerClient(fake_worker(body), label="flooding worker").start()
 pid = worker.pid
 try:
@@ -217,11 +228,11 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
     watchdog still notices the client is gone, removes the request's scratch folder and exits."""
     from dashboard.runtime.worker import EXIT_ORPHANED
 
-    argv = patched_worker("from dashboard.runtime import scratch\n"
+    argv = patched_worker("import threading\nfrom dashboard.runtime import scratch\n"
                           "from dashboard.partition.protocol import Stage\n"
                           "def handler(args, emit):\n"
                           "    emit(Stage(str(scratch.make('qnn-lab-test-')), 0.5))\n"
-                          "    time.sleep(600)\n")
+                          "    threading.Event().wait()\n")
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=PROJECT_ROOT,
                             env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TMPDIR": str(tmp_path)})
     assert "hello" in json.loads(within(proc.stdout.readline, "the worker's hello"))
@@ -231,7 +242,7 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
     folder = Path(json.loads(within(proc.stdout.readline, "the handler's first event"))["event"]["stage"])
     assert folder.is_dir() and folder.parent == tmp_path
     proc.stdin.close()  # what the OS does when the client dies, and sshd when the connection drops
-    assert proc.wait(timeout=15) == EXIT_ORPHANED
+    assert proc.wait(timeout=DEADLINE) == EXIT_ORPHANED
     assert not folder.exists()
 
 
@@ -248,9 +259,7 @@ def test_a_worker_group_stops_its_workers_and_the_waiting_call_says_why():
     group = WorkerGroup()
     started = threading.Event()
     with group.current():
-        worker = WorkerClient(patched_worker("def handler(args, emit):\n"
-                                             "    emit(m.Probing('htp'))\n"
-                                             "    time.sleep(600)\n", "probe")).start()
+        worker = WorkerClient(patched_worker(PROBE_UNTIL_KILLED, "probe")).start()
     outside = WorkerClient().start()  # not in the group: untouched
     pid = worker.pid
     assert group.pids == [pid]
@@ -264,11 +273,11 @@ def test_a_worker_group_stops_its_workers_and_the_waiting_call_says_why():
 
     waiting = threading.Thread(target=call)
     waiting.start()
-    assert started.wait(30)
+    assert started.wait(DEADLINE), "the probe never started"
     group.close("the browser session ended")
-    waiting.join(STOP_GRACE + 10)
+    waiting.join(DEADLINE)
     assert failures == ["the local worker was stopped during 'probe': the browser session ended"]
-    assert gone_within(pid, 10) and group.pids == []
+    assert gone_within(pid, DEADLINE) and group.pids == []
     assert outside.call("hello").protocol == PROTOCOL_VERSION
     outside.close()
 
