@@ -251,3 +251,41 @@ def test_a_qdq_model_alone_is_compared_with_the_cpu_ep_on_the_same_model(outlier
     assert report.comparisons[0].ok and report.comparisons[0].outputs[0].overall.sqnr_db is not None
     assert any("no float model" in n for n in report.notes)
     assert not any("fp16" in n for n in report.notes)  # a QDQ model runs on the integer path
+
+
+@pytest.fixture(scope="module")
+def layered(outlier):
+    from dashboard.accuracy.run import accuracy_model
+
+    folder, path, q, _ = outlier
+    return accuracy_model(path, save_samples(folder), Settings(), quantized=q, layers=["cumulative", "layerwise"])
+
+
+def test_the_graph_overlay_paints_each_node_its_own_error_and_the_panel_says_why(outlier, layered):
+    from dashboard.intake.reader import load_model
+    from dashboard.render import model_explorer as me
+
+    _, path, _, _ = outlier
+    graph = load_model(path)
+    ids = {n.name: me.node_id(n) for n in graph.nodes}
+    (overlay,) = me.accuracy_overlays(graph, layered).values()
+    spike, conv1 = overlay.results[ids["add_spike"]], overlay.results[ids["relu1"]]  # r1: the QDQ fused conv1+relu1
+    assert spike.value == pytest.approx(layered.layers.row("spike").layerwise, abs=0.05)
+    red = lambda colour: int(colour[1:3], 16) - int(colour[3:5], 16)  # noqa: E731
+    assert red(spike.bgColor) > red(conv1.bgColor)  # the broken layer is the redder
+    attrs = {kv.key: kv.value for kv in me.accuracy_attrs(graph, layered)["add_spike"]}
+    assert "uint8" in attrs["quantization"] and "outlier" in attrs["why"] and "layerwise" in attrs["error vs float"]
+
+
+def test_the_notebook_gives_the_tables_and_the_layer_chart(outlier):
+    from dashboard import notebook as lab
+
+    folder, path, q, _ = outlier
+    result = lab.load(path).accuracy(str(save_samples(folder)), quantized=str(q))
+    table = result.to_frame()
+    assert set(table["comparison"]) == {"htp_vs_float", "qdq_htp_vs_float", "qdq_cpu_vs_float", "qdq_htp_vs_qdq_cpu"}
+    assert len(result.layers_frame()) == len(result.record.layers.rows) > 0
+    figure = result.figure()
+    assert figure.data and "spike" in str(figure.to_json())
+    with pytest.raises(UserError):
+        result.figure("pie")

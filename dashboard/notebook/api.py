@@ -32,6 +32,7 @@ from dashboard.timeline.model import DEFAULT_TIMEOUT as TIMELINE_TIMEOUT
 from dashboard.timeline.model import TimelineOptions, TimelineRun, strategy_table
 
 if TYPE_CHECKING:
+    from dashboard.accuracy.model import AccuracyReport
     from dashboard.profile.model import Profile
 
 OnEvent = Callable[[ProgressEvent], None] | None
@@ -96,6 +97,40 @@ class Model:
         try:
             return Profiled(profile_model(self.path, parsed, runs=runs, device=Device.parse(device),
                                           on_event=on_event))
+        except UserError as exc:
+            raise worded_error(exc, KEYS) from None
+
+    def accuracy(self, data=None, *, quantized: str | os.PathLike | None = None, layers=("cumulative", "layerwise"),
+                 preset: str | None = None, limit: int | None = None, on_event: OnEvent = None,
+                 **options) -> "Accuracy":
+        """Does the HTP give the right answer on ``data`` (a path: images, .npy, .npz; None: random
+        inputs, said on every figure): ``accuracy`` of the CLI, in a worker process. ``quantized``: the
+        model's QDQ form; ``layers``: the layer modes; ``options``: ``Settings`` fields."""
+        from dashboard.accuracy.preprocess import preprocess_for
+        from dashboard.accuracy.run import accuracy_model
+
+        parsed = _options(Settings, "accuracy", options)
+        try:
+            preprocess = preprocess_for(self.graph, preset=preset) if data is not None else None
+            return Accuracy(accuracy_model(self.path, data, parsed, quantized=quantized, layers=layers,
+                                           preprocess=preprocess, limit=limit, on_event=on_event))
+        except UserError as exc:
+            raise worded_error(exc, KEYS) from None
+
+    def quantize(self, data, out: str | os.PathLike, *, target: str | None = None, activations: str = "u8",
+                 weights: str = "u8", per_channel: bool = False, calibration: str = "minmax",
+                 preset: str | None = None, on_event: OnEvent = None, **options):
+        """The QDQ model for the HTP at ``out`` (``quantize`` of the CLI): ORT's QNN recipe calibrated on
+        ``data``; with ``target`` (``"30"`` dB or ``"cosine=0.999"``) the mixed-precision search. Returns
+        the ``QuantizeResult`` record (``steps_frame()`` is its table)."""
+        from dashboard.accuracy.preprocess import preprocess_for
+        from dashboard.accuracy.quantize import quantize_model
+
+        parsed = _options(Settings, "quantize", options)
+        try:
+            return quantize_model(self.path, data, out, parsed, activations=activations, weights=weights,
+                                  per_channel=per_channel, calibration=calibration, target=target,
+                                  preprocess=preprocess_for(self.graph, preset=preset), on_event=on_event)
         except UserError as exc:
             raise worded_error(exc, KEYS) from None
 
@@ -244,6 +279,34 @@ class Profiled:
     def __repr__(self) -> str:
         parts = [f"{k}: {self.record.label(k)}" if b.ok else f"{k}: failed" for k, b in self.record.backends.items()]
         return f"<Profiled {self.record.model}: {len(self.record.nodes)} rows; {'; '.join(parts)}>"
+
+
+@dataclass
+class Accuracy:
+    """An accuracy report (``record``: ``accuracy.model.AccuracyReport``): per comparison and output
+    the metrics, per sample, and the layers."""
+
+    record: "AccuracyReport"
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per comparison and output (``AccuracyReport.frame``); ``record.sample_frame()``
+        per sample, ``layers_frame()`` per layer."""
+        return self.record.frame()
+
+    def layers_frame(self) -> pd.DataFrame:
+        return self.record.layer_frame()
+
+    def figure(self, kind: str = "layers") -> go.Figure:
+        """``layers``: each layer's SQNR in graph order (cumulative and layerwise, the first jump
+        marked); ``outputs``: each output's SQNR per comparison."""
+        from dashboard.render import accuracy_figures
+
+        if kind not in ("layers", "outputs"):
+            raise UserError(f"figure kind is 'layers' or 'outputs', got {kind!r}")
+        return accuracy_figures.layer_chart(self.record) if kind == "layers" else accuracy_figures.output_chart(self.record)
+
+    def __repr__(self) -> str:
+        return f"<Accuracy {self.record.model} on {self.record.data.label}: " + "; ".join(self.record.verdicts[:2]) + ">"
 
 
 @dataclass

@@ -28,6 +28,7 @@ from dashboard.partition.report import CLASS_LABELS, PartitionReport
 from dashboard.render.partition_graph import BACKEND_COLORS, CLASS_COLORS
 
 if TYPE_CHECKING:
+    from dashboard.accuracy.model import AccuracyReport
     from dashboard.profile.model import NodeCost, Profile
 
 GRAPH_ID = "main"
@@ -429,3 +430,66 @@ def web_app_dir() -> Path:
     if not (folder / "index.html").is_file():
         raise ImportError(f"Model Explorer's web app is missing from {folder}")
     return folder
+
+
+# -- the accuracy overlay (an accuracy report's layers) ------------------------------------------------
+ACCURACY_OVERLAY = "error vs float (SQNR dB, its own)"
+SQNR_COLOURS = ("#a50f15", "#fee08b", "#1a9850")  # bad, middling, fine
+SQNR_RANGE = (10.0, 60.0)  # dB drawn from the first colour to the last: 10 dB is broken, 60 dB is fp16-fine
+
+
+def _sqnr_colour(db: float) -> str:
+    low, high = SQNR_RANGE
+    t = min(max((db - low) / (high - low), 0.0), 1.0)
+    return _mix(SQNR_COLOURS[0], SQNR_COLOURS[1], t * 2) if t < 0.5 else _mix(SQNR_COLOURS[1], SQNR_COLOURS[2],
+                                                                              t * 2 - 1)
+
+
+def _layer_nodes(graph: ModelGraph, report: "AccuracyReport") -> dict[str, object]:
+    """Model node name -> its layer row: the node of the user's graph that writes the row's tensor
+    (a QDQ target's node names are the quantizer's; the tensor names are the float model's)."""
+    writer = {out: node.name for node in graph.nodes for out in node.outputs}
+    rows = {}
+    for row in report.layers.rows if report.layers is not None and report.layers.ok else []:
+        name = writer.get(row.tensor)
+        if name is not None:
+            rows[name] = row
+    return rows
+
+
+def accuracy_overlays(graph: ModelGraph, report: "AccuracyReport") -> dict[str, GraphNodeData]:
+    """Each layer's own error against float (layerwise SQNR, else cumulative), coloured from red
+    (10 dB and below) to green (60 dB and above): the first jump stands out as the first red node."""
+    ids = {n.name: node_id(n) for n in graph.nodes}
+    results = {}
+    for name, row in _layer_nodes(graph, report).items():
+        value = row.layerwise if row.layerwise is not None else row.cumulative
+        if value is not None and name in ids:
+            results[ids[name]] = NodeDataResult(round(value, 1), _sqnr_colour(value))
+    if not results:
+        return {}
+    return {ACCURACY_OVERLAY: GraphNodeData(results, ACCURACY_OVERLAY, showExpandedSummaryOnGroupNode=False,
+                                            showLabelCountColumnsInChildrenStatsTable=False,
+                                            hideInAggregatedStatsTable=False)}
+
+
+def accuracy_attrs(graph: ModelGraph, report: "AccuracyReport") -> dict[str, list[KeyValue]]:
+    """Per model node, for the side panel: its error in each mode, the reference's range, its
+    quantization parameters and why, as measured on the report's data."""
+    data = report.data.label
+    attrs: dict[str, list[KeyValue]] = {}
+    for name, row in _layer_nodes(graph, report).items():
+        lines = [KeyValue("error vs float", ", ".join(
+            f"{mode} {value:.1f} dB" for mode, value in (("cumulative", row.cumulative), ("layerwise", row.layerwise),
+                                                         ("CPU EP cumulative", row.cpu_cumulative))
+            if value is not None) + f" ({data})")]
+        if row.ref_low is not None:
+            lines.append(KeyValue("float range", f"[{row.ref_low:.4g}, {row.ref_high:.4g}], std {row.ref_std:.3g}"))
+        if row.quant is not None:
+            q = row.quant
+            lines.append(KeyValue("quantization", f"{q.dtype} scale {q.scale:.4g} zero point {q.zero_point}: "
+                                                  f"[{q.low:.4g}, {q.high:.4g}]"))
+        if row.why:
+            lines.append(KeyValue("why", row.why))
+        attrs[name] = lines
+    return attrs

@@ -45,6 +45,7 @@ PAGES = (
     PageSpec("pages/classifier.py", "Classifier", ":material/rule:"),
     PageSpec("pages/partitions.py", "Partitions", ":material/call_split:"),
     PageSpec("pages/profile.py", "Profile", ":material/speed:"),
+    PageSpec("pages/accuracy.py", "Quantize & accuracy", ":material/troubleshoot:"),
     PageSpec("pages/devices.py", "Devices", ":material/devices:"),
     PageSpec("pages/timeline.py", "Timeline", ":material/timeline:"),
     PageSpec("pages/compare.py", "Compare", ":material/compare:"),

@@ -52,9 +52,10 @@ def report_key(report: PartitionReport) -> str:
 
 @st.cache_data(max_entries=8, show_spinner="Building the graph for the viewer…")
 def _payload(_graph: ModelGraph, _report: PartitionReport | None, key: str, title: str,
-             _profile: "Profile | None" = None) -> tuple[str, dict[str, str]]:
-    """Graph JSON and overlay JSONs, built once per ``key`` (model digest, report and profile)."""
-    if _report is None and _profile is None:
+             _profile: "Profile | None" = None, _accuracy=None) -> tuple[str, dict[str, str]]:
+    """Graph JSON and overlay JSONs, built once per ``key`` (model digest, report, profile and
+    accuracy report)."""
+    if _report is None and _profile is None and _accuracy is None:
         return me.build_graph(_graph, title).to_json(), {}
     attrs = me.partition_attrs(_report) if _report is not None else {}
     overlays = me.partition_overlays(_graph, _report) if _report is not None else {}
@@ -62,12 +63,16 @@ def _payload(_graph: ModelGraph, _report: PartitionReport | None, key: str, titl
         for name, rows in me.cost_attrs(_profile).items():
             attrs.setdefault(name, []).extend(rows)
         overlays.update(me.cost_overlays(_graph, _profile))
+    if _accuracy is not None:  # the error vs float: its side-panel rows and its overlay last
+        for name, rows in me.accuracy_attrs(_graph, _accuracy).items():
+            attrs.setdefault(name, []).extend(rows)
+        overlays.update(me.accuracy_overlays(_graph, _accuracy))
     collection = me.build_graph(_graph, title, attrs, _report.shapes if _report is not None else None)
     return collection.to_json(), {name: data.to_json() for name, data in overlays.items()}
 
 
 def show(graph: ModelGraph, key: str, title: str, report: PartitionReport | None = None,
-         height: int = HEIGHT, profile: "Profile | None" = None) -> str | None:
+         height: int = HEIGHT, profile: "Profile | None" = None, accuracy=None) -> str | None:
     """Draw the viewer. Returns the model node the user has just picked in it: a pick is returned
     on the run it happens only, so a node chosen elsewhere on the page afterwards stays chosen.
     ``key`` names the model (and report): a new key starts a fresh viewer. ``profile`` adds the
@@ -77,7 +82,7 @@ def show(graph: ModelGraph, key: str, title: str, report: PartitionReport | None
     except ImportError as exc:
         st.warning(f"The graph viewer is not installed: {md(exc)}. `make run` installs it.", icon=":material/warning:")
         return None
-    graph_json, overlays = _payload(graph, report, key, title, profile)
+    graph_json, overlays = _payload(graph, report, key, title, profile, accuracy)
     if overlays:
         first = st.selectbox("Colour the graph by", list(overlays), key="me_overlay",
                              help="Every overlay stays one click away in the viewer's node data panel.")

@@ -39,6 +39,7 @@ from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import BACKENDS, TERMS, Settings
 from dashboard.runtime.socs import SIMULATOR_NOTE, hardware_label
 from dashboard.views import graph_viewer, jobs, shape_hints, state
+from dashboard.views import accuracy as accuracy_view
 from dashboard.views import profile as profile_view
 from dashboard.views.blockers import render_blockers, render_groups
 from dashboard.views.devices import adopt, select_device
@@ -370,7 +371,9 @@ def _graph_and_node(report: PartitionReport, graph: ModelGraph, title: str, iden
 
 def _graph(report: PartitionReport, graph: ModelGraph, title: str, identity: str) -> None:
     cost = profile_view.shown_profile(report.digest)  # the Profile page's pick: the cost overlays
-    picked = graph_viewer.show(graph, f"pt_{identity}{profile_view.viewer_key(cost)}", title, report, profile=cost)
+    error = accuracy_view.shown_report(report.digest)  # the accuracy page's: the error vs float overlay
+    key = f"pt_{identity}{profile_view.viewer_key(cost)}{accuracy_view.viewer_key(error)}"
+    picked = graph_viewer.show(graph, key, title, report, profile=cost, accuracy=error)
     if picked:
         st.session_state[_NODE] = picked
         st.session_state[node_pick_key(identity)] = picked  # the node selector below is drawn after this
@@ -445,6 +448,7 @@ def _node_details(report: PartitionReport, graph: ModelGraph, identity: str) -> 
     st.dataframe(frame(_verdict_rows(report, name)), hide_index=True, width="stretch",
                  column_config={"reason": st.column_config.TextColumn(width="large")})
     profile_view.node_cost(report.digest, name)
+    accuracy_view.node_error(report.digest, graph, name)
     shapes = report.shapes
     rows = [{"io": io, "tensor": short(t), "shape": shapes[t].text() if t in shapes else "?",
              "constant": t in graph.initializers} for io, tensors in (("in", node.inputs), ("out", node.outputs))
