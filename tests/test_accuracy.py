@@ -289,3 +289,16 @@ def test_the_notebook_gives_the_tables_and_the_layer_chart(outlier):
     assert figure.data and "spike" in str(figure.to_json())
     with pytest.raises(UserError):
         result.figure("pie")
+
+
+def test_the_html_report_has_the_accuracy_section(outlier, tmp_path):
+    folder, path, _, _ = outlier
+    out = tmp_path / "report.html"
+    done = cli("report", str(path), "--out", str(out), "--no-timeline", "--accuracy", "--data",
+               str(save_samples(folder)))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert "<section id='accuracy'>" in page and "HTP simulator" in page and "add_spike" in page
+    assert "Random inputs" not in page
+    refused = cli("report", str(path), "--out", str(out), "--no-timeline", "--data", str(save_samples(folder)))
+    assert refused.returncode == 2 and "--accuracy" in refused.stderr

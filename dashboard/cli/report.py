@@ -4,7 +4,8 @@ It classifies the model (both classifiers), analyses its partitions and runs a s
 the device (``--device``, this machine by default), then writes everything with
 ``dashboard.render.report``: charts and pictures inline, nothing fetched when it is opened. The
 partition options are ``partition``'s; ``--no-timeline`` leaves the timeline out; ``--profile-runs N``
-adds where the time goes per node (``profile``) and ``--aihub FILE`` an AI Hub profile of the model.
+adds where the time goes per node (``profile``), ``--aihub FILE`` an AI Hub profile of the model and
+``--accuracy`` the HTP against float layer by layer (``accuracy``) on ``--data`` or random inputs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from dashboard.cli.common import SettingsArgs
+from dashboard.cli.data_args import DataArgs
 from dashboard.cli.partition import add_partition_options, analyze_from_args
 from dashboard.errors import UserError
 from dashboard.intake.digest import file_digest
@@ -25,6 +27,9 @@ from dashboard.timeline.protocol import Status, StrategyStart
 
 
 SETTINGS = SettingsArgs()  # no analysis' timeout: each of the report's analyses has its own unless --timeout
+
+
+DATA = DataArgs()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-runs", type=int, default=0, metavar="N",
                         help="add a profile of N timed runs (where the time goes per node; see `profile`)")
     parser.add_argument("--aihub", metavar="FILE", help="add an AI Hub profile (see `profile --aihub`)")
+    parser.add_argument("--accuracy", action="store_true", help="add the accuracy layer by layer (see `accuracy`), on "
+                                                                "--data or random inputs")
+    DATA.add_to(parser)
     parser.add_argument("--device-name", metavar="NAME", help="the AI Hub file's device, when it does not say")
     parser.set_defaults(run=run)
 
@@ -73,6 +81,25 @@ def _profiles(args: argparse.Namespace, settings, graph) -> tuple[list, str | No
     return profiles, error
 
 
+def _accuracy(args: argparse.Namespace, settings, data) -> tuple[list, str | None]:
+    """The accuracy section (``--accuracy``): layer by layer on the data. One that cannot run is said."""
+    from dashboard.runtime.client import WorkerError
+
+    if not args.accuracy:
+        return [], None
+    from dashboard.accuracy.run import accuracy_model
+    from dashboard.cli.partition import progress
+
+    path, preprocess, limit = data
+    print("measuring the accuracy", file=sys.stderr, flush=True)
+    try:
+        return [accuracy_model(args.model, path, settings, layers=("cumulative", "layerwise"), preprocess=preprocess,
+                               limit=limit, on_event=progress)], None
+    except (UserError, WorkerError) as exc:
+        print(f"warning: the accuracy could not run: {exc}", file=sys.stderr, flush=True)
+        return [], str(exc)
+
+
 def run(args: argparse.Namespace) -> int:
     from dashboard.classify.ep_rules import classify_ep
     from dashboard.classify.refined import classify_refined
@@ -96,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
 
         aihub = import_profile(read_file(args.aihub), graph, args.aihub, args.device_name)  # bad file: one line now
     args.aihub_profile = aihub
+    data = DATA.parse(args, args.model)  # bad data flags: one line now
+    if data[0] is not None and not args.accuracy:
+        raise UserError("--data feeds the accuracy section: add --accuracy (or leave --data out)")
     Device.parse(args.device)
     timeline_options = None
     if not args.no_timeline:
@@ -121,9 +151,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             timelines[0].label = f"{', '.join(timeline_options.strategies)} on {timelines[0].device.get('label')}"
     profiles, profile_error = _profiles(args, settings, graph)
+    accuracy, accuracy_error = _accuracy(args, settings, data)
     document = build_html(ReportInput(Path(args.model).name, str(Path(args.model).resolve()),
                                       partition.digest or file_digest(args.model), graph, classifications,
-                                      [partition], timelines, timeline_error, profiles, profile_error))
+                                      [partition], timelines, timeline_error, profiles, profile_error,
+                                      accuracy, accuracy_error))
     try:
         out.write_text(document, encoding="utf-8")
     except OSError as exc:

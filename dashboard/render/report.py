@@ -60,6 +60,8 @@ class ReportInput:
     timeline_error: str | None = None  # why the timeline asked for could not run (the rest still reports)
     profiles: list = field(default_factory=list)  # profile.model.Profile: measured here or imported from AI Hub
     profile_error: str | None = None  # why the profile asked for could not run
+    accuracy: list = field(default_factory=list)  # accuracy.model.AccuracyReport: the HTP against float on data
+    accuracy_error: str | None = None  # why the accuracy asked for could not run
     generated: datetime = field(default_factory=lambda: datetime.now(timezone.utc))  # also in the file's name
 
 
@@ -80,10 +82,12 @@ def build_html(data: ReportInput) -> str:
                      or "<p class='muted'>No partition analysis in this report.</p>"))
     if data.profiles or data.profile_error:
         sections.append(("profile", "Where the time goes", _profiles(data.profiles, data.profile_error)))
+    if data.accuracy or data.accuracy_error:
+        sections.append(("accuracy", "Accuracy", _accuracies(data.accuracy, data.accuracy_error)))
     sections.append(("timeline", "Timeline", _timelines(data.timelines, data.timeline_error)))
     nav = "".join(f"<a href='#{key}'>{esc(title)}</a>" for key, title, _ in sections)
     body = "".join(f"<section id='{key}'><h2>{esc(title)}</h2>{content}</section>" for key, title, content in sections)
-    plotly_js = _plotly_js() if data.timelines or data.profiles else ""
+    plotly_js = _plotly_js() if data.timelines or data.profiles or data.accuracy else ""
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>QNN Backend Lab report: {esc(data.name)}</title><style>{STYLE}</style>{plotly_js}</head><body>"
@@ -352,6 +356,56 @@ def _profile(profile, top: int = 15) -> str:
                    f"the model.</b></div>")
         out.append(_table(["layer", "type", "compute unit", "µs"],
                           [[u.name, u.type, u.compute_unit, f"{u.value:,.1f}"] for u in profile.unmatched[:50]]))
+    return "".join(out)
+
+
+# -- accuracy ---------------------------------------------------------------------------------------
+def _accuracies(reports: list, error: str | None = None) -> str:
+    failed = f"<div class='note'><b>The accuracy could not run.</b> {esc(error)}</div>" if error else ""
+    return failed + "".join(_accuracy(r) for r in reports)
+
+
+def _db(value) -> str:
+    return "—" if value is None else f"{value:.1f} dB"
+
+
+def _accuracy(report, top: int = 15) -> str:
+    """One accuracy report: its data, the verdicts, per comparison and output the figures, the
+    layers' table and chart (``render.accuracy_figures``)."""
+    from dashboard.render.accuracy_figures import layer_chart
+
+    data = report.data
+    out = [f"<h3>{esc(report.model)}" + (f" and {esc(report.quantized)}" if report.quantized else "") + "</h3>",
+           f"<p>{esc(data.description or data.label)}</p>"]
+    if data.random:
+        out.append("<div class='note'><b>Random inputs.</b> No data was given: the figures say how the backends "
+                   "differ on noise, not on the model's data.</div>")
+    if any("simulator" in c.hardware.lower() for c in report.comparisons):
+        out.append(f"<div class='note'><b>Measured on the HTP simulator.</b> {esc(SIMULATOR_NOTE)}. Its arithmetic "
+                   "is the HTP's own op implementations, which is what these figures check.</div>")
+    out += [f"<p>• {esc(v)}</p>" for v in report.verdicts] + [f"<p class='muted'>Note: {esc(n)}</p>" for n in report.notes]
+    rows = []
+    for c in report.comparisons:
+        if not c.ok:
+            rows.append([c.target, c.reference, c.hardware, "FAILED", "", "", "", c.reason])
+            continue
+        for o in c.outputs:
+            m = o.overall
+            rows.append([c.target, c.reference, c.hardware, o.name, _db(m.sqnr_db), number(m.cosine),
+                         "—" if m.top1 is None else f"{m.top1:.1%}", m.note or ""])
+    out.append(_table(["target", "reference", "measured on", "output", "SQNR", "cosine", "top-1", ""], rows))
+    layers = report.layers
+    if layers is not None:
+        if not layers.ok:
+            out.append(f"<div class='error'>The layers could not be measured: {esc(layers.reason)}</div>")
+        else:
+            out += [f"<p class='muted'>{esc(p)}</p>" for p in layers.partition]
+            ranked = sorted((r for r in layers.rows if (r.layerwise or r.cumulative) is not None),
+                            key=lambda r: r.layerwise if r.layerwise is not None else r.cumulative)[:top]
+            out.append(_table(["node", "op type", "cumulative", "layerwise", "CPU EP cumulative", "why"],
+                              [[r.node, r.op_type, _db(r.cumulative), _db(r.layerwise), _db(r.cpu_cumulative),
+                                r.why or ""] for r in ranked]))
+            out.append(_figure(layer_chart(report)))
     return "".join(out)
 
 

@@ -2,8 +2,8 @@
 
 The report (``dashboard.render.report``) gathers what this session has for the
 selected model: both classifications, the partition reports the Partitions and Compare pages
-produced, the timeline runs and the Profile page's profiles; it is built only when the button is
-clicked.
+produced, the timeline runs, the Profile page's profiles and the Quantize & accuracy page's results;
+it is built only when the button is clicked.
 """
 
 from __future__ import annotations
@@ -33,7 +33,14 @@ def sidebar_download() -> None:
     runs = timeline.session_runs(selected.path)
     profiles = profile_view.session_records(selected.digest)
 
-    file_name, build = report_file(selected, graph, reports, runs, profiles=profiles)
+    from dashboard.views import accuracy as accuracy_view
+
+    entries = accuracy_view.session_results(selected.digest)  # read now: the download runs on another thread
+
+    def accuracy() -> list:
+        return [entry["report"] for entry in entries]
+
+    file_name, build = report_file(selected, graph, reports, runs, profiles=profiles, accuracy=accuracy)
     with st.sidebar:
         st.download_button("Report (HTML)", build, file_name=file_name,
                            mime="text/html", icon=":material/summarize:", key="report_html", on_click="ignore",
@@ -42,7 +49,8 @@ def sidebar_download() -> None:
 
 
 def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[], list],
-                when: datetime | None = None, profiles: Callable[[], list] = list) -> tuple[str, Callable[[], str]]:
+                when: datetime | None = None, profiles: Callable[[], list] = list,
+                accuracy: Callable[[], list] = list) -> tuple[str, Callable[[], str]]:
     """The download's file name and the function that builds its HTML, both stamped with one time
     (the file's name is fixed when the button is drawn, so the report says that time too, not
     the later click's)."""
@@ -57,6 +65,6 @@ def report_file(selected, graph, reports: Callable[[], list], runs: Callable[[],
 
         return build_html(ReportInput(selected.name, shown, selected.digest, graph,
                                       (classify_ep(graph), classify_refined(graph)), reports(), runs(),
-                                      profiles=profiles(), generated=when))
+                                      profiles=profiles(), accuracy=accuracy(), generated=when))
 
     return download_name(selected.path, "report", "html", when), build
