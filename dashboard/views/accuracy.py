@@ -53,6 +53,7 @@ from dashboard.render import accuracy_figures as figures
 from dashboard.runtime.knobs import TIMEOUTS
 from dashboard.runtime.socs import SIMULATOR_NOTE
 from dashboard.views import jobs, state
+from dashboard.views.results import SessionResults
 from dashboard.views.safe import download_name, frame, md, short
 from dashboard.views.settings import SettingsForm, current_settings
 
@@ -69,6 +70,7 @@ _JOB = "accuracy_job"
 _UPLOADED = "accuracy_upload_read"  # (upload id, preprocessing, inputs) -> Dataset or the error line
 _BUNDLED = "accuracy_bundled_read"
 _KEEP = 6  # results kept per session (a result keeps its QDQ model's bytes)
+RESULTS = SessionResults(_RUNS, _SHOWN, _JOB, _KEEP, lambda e: e["what"])
 MODES = ("Accuracy", "Quantize")
 DATA_CHOICES = {"bundled": "the sample's data set", "upload": "upload (.npz or .zip of images)",
                 "random": "random inputs"}
@@ -84,17 +86,16 @@ RANDOM_WORDS = "random inputs"
 def session_results(digest: str) -> list[dict]:
     """This session's results for the model ``digest`` (oldest first), the finished job's included."""
     collect()
-    return [r for r in st.session_state.get(_RUNS, []) if r["digest"] == digest]
+    return RESULTS.of(digest)
 
 
 def shown_report(digest: str) -> "AccuracyReport | None":
     """The result shown on this page for the model ``digest`` (else its latest), when it measured
     layers: the Partitions viewer's "error vs float" overlay and node panel read it."""
-    entries = session_results(digest)
-    if not entries:
+    collect()
+    entry = RESULTS.shown_entry(digest)
+    if entry is None:
         return None
-    label = st.session_state.get(_SHOWN, {}).get(digest)
-    entry = next((e for e in entries if e["label"] == label), entries[-1])
     report = entry["report"]
     return report if report.layers is not None and report.layers.ok else None
 
@@ -121,23 +122,8 @@ def node_error(digest: str, graph, name: str) -> None:
 
 
 def collect() -> None:
-    """The finished job's result into the session's results, once (any page of the session may call
-    this: a run that ends while the user is elsewhere is kept)."""
-    job = jobs.current(_JOB)
-    if job is None or not job.done or job.result is None:
-        return
-    if any(r is job.result for r in st.session_state.get(_RUNS, [])):
-        return
-    _add(job.result)
-
-
-def _add(entry: dict) -> None:
-    runs: list = st.session_state.setdefault(_RUNS, [])
-    entry["label"] = (f"#{len(runs) + 1} {short(entry['name'], 40)} · {entry['what']} · "
-                      f"{entry['finished'].astimezone():%H:%M:%S}")
-    runs.append(entry)
-    del runs[:-_KEEP]
-    st.session_state.setdefault(_SHOWN, {})[entry["digest"]] = entry["label"]
+    """The finished job's result into the session's results, once (``views.results``)."""
+    RESULTS.collect()
 
 
 # -- the page -------------------------------------------------------------------------------------------
@@ -641,18 +627,7 @@ def _results(selected) -> None:
     if not entries:
         st.info("No result yet: pick the data and the mode, and press **Run**.", icon=":material/troubleshoot:")
         return
-    labels = [e["label"] for e in entries]
-    shown: dict = st.session_state.setdefault(_SHOWN, {})
-    pick = f"acc_shown_{selected.digest}"
-    st.session_state[pick] = shown.get(selected.digest) if shown.get(selected.digest) in labels else labels[-1]
-    label = st.selectbox("Result shown", labels, key=pick, on_change=_picked, args=(selected.digest, pick))
-    shown[selected.digest] = label
-    entry = next(e for e in entries if e["label"] == label)
-    show(entry)
-
-
-def _picked(digest: str, key: str) -> None:
-    st.session_state.setdefault(_SHOWN, {})[digest] = st.session_state[key]
+    show(RESULTS.picker(selected.digest, "Result shown", f"acc_shown_{selected.digest}", entries))
 
 
 def show(entry: dict) -> None:

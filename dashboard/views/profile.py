@@ -40,6 +40,7 @@ from dashboard.runtime.knobs import TERMS
 from dashboard.runtime.socs import SIMULATOR_NOTE
 from dashboard.views import jobs, state
 from dashboard.views.devices import adopt, select_device
+from dashboard.views.results import SessionResults
 from dashboard.views.safe import download_name, md, short
 from dashboard.views.settings import SettingsForm
 
@@ -53,13 +54,14 @@ _DEVICE_PICK = "pf_device"
 _KEEP = 16  # profiles kept per session
 AGAIN = "Press Profile to run it again."
 ANALYSIS = "profile"
+RESULTS = SessionResults(_RUNS, _SHOWN, _JOB, _KEEP, lambda e: f"{e['what']} · {e['device']}")
 
 
 # -- what other pages read ------------------------------------------------------------------------------
 def session_profiles(digest: str) -> list[dict]:
     """This session's profiles of the model ``digest`` (oldest first), the finished job's included."""
     collect()
-    return [r for r in st.session_state.get(_RUNS, []) if r["digest"] == digest]
+    return RESULTS.of(digest)
 
 
 def session_records(digest: str) -> Callable[[], list[Profile]]:
@@ -71,11 +73,8 @@ def session_records(digest: str) -> Callable[[], list[Profile]]:
 
 
 def _shown_entry(digest: str) -> dict | None:
-    entries = session_profiles(digest)
-    if not entries:
-        return None
-    label = st.session_state.get(_SHOWN, {}).get(digest)
-    return next((e for e in entries if e["label"] == label), entries[-1])
+    collect()
+    return RESULTS.shown_entry(digest)
 
 
 def shown_profile(digest: str) -> Profile | None:
@@ -245,23 +244,12 @@ def _settings_words(settings: dict, runs: int) -> str:
 
 
 def _add(entry: dict) -> None:
-    runs: list = st.session_state.setdefault(_RUNS, [])
-    entry["label"] = (f"#{len(runs) + 1} {short(entry['name'], 40)} · {entry['what']} · {entry['device']} · "
-                      f"{entry['finished'].astimezone():%H:%M:%S}")
-    runs.append(entry)
-    del runs[:-_KEEP]
-    st.session_state.setdefault(_SHOWN, {})[entry["digest"]] = entry["label"]
+    RESULTS.add(entry)
 
 
 def collect() -> None:
-    """The finished job's profile into the session's profiles, once (any page of the session may
-    call this: a profile that ends while the user is elsewhere is kept)."""
-    job = jobs.current(_JOB)
-    if job is None or not job.done or job.result is None:
-        return
-    if any(r is job.result for r in st.session_state.get(_RUNS, [])):
-        return
-    _add(job.result)
+    """The finished job's profile into the session's profiles, once (``views.results``)."""
+    RESULTS.collect()
 
 
 def _progress(selected) -> None:
@@ -318,14 +306,9 @@ def _results(selected, graph: ModelGraph) -> None:
         st.info("No profile yet: pick the settings and press **Profile**, or import an AI Hub profile.",
                 icon=":material/speed:")
         return
-    labels = [e["label"] for e in entries]
-    shown: dict = st.session_state.setdefault(_SHOWN, {})
-    pick = f"pf_shown_{selected.digest}"
-    st.session_state[pick] = shown.get(selected.digest) if shown.get(selected.digest) in labels else labels[-1]
-    label = st.selectbox("Profile shown (also drawn on the Partitions page's graph)", labels, key=pick,
-                         on_change=_picked, args=(selected.digest, pick))
-    shown[selected.digest] = label
-    entry = next(e for e in entries if e["label"] == label)
+    entry = RESULTS.picker(selected.digest, "Profile shown (also drawn on the Partitions page's graph)",
+                           f"pf_shown_{selected.digest}", entries)
+    label = entry["label"]
     profile: Profile = entry["profile"]
     _backends(profile)
     _unmatched(profile)
@@ -349,9 +332,6 @@ def _results(selected, graph: ModelGraph) -> None:
             _node_table(profile, selected.path, entry.get("finished"))
     _compare(selected, entries, label)
 
-
-def _picked(digest: str, key: str) -> None:
-    st.session_state.setdefault(_SHOWN, {})[digest] = st.session_state[key]
 
 
 def _backends(profile: Profile) -> None:
