@@ -607,18 +607,7 @@ def _samples_npz(dataset: "Dataset") -> bytes | None:
 
 
 def _progress(selected) -> None:
-    job = jobs.current(_JOB)
-    if job is None:
-        return
-    if not job.done:
-        jobs.show(_JOB)
-        return
-    collect()
-    if job.key.startswith(f"{selected.digest}|"):
-        if job.result is None:
-            jobs.outcome(job, AGAIN)
-        else:
-            st.caption(f"Finished in {jobs.duration(job.elapsed)}.")
+    RESULTS.progress(selected.digest, "Finished", AGAIN)
 
 
 # -- results ---------------------------------------------------------------------------------------------

@@ -253,18 +253,7 @@ def collect() -> None:
 
 
 def _progress(selected) -> None:
-    job = jobs.current(_JOB)
-    if job is None:
-        return
-    if not job.done:
-        jobs.show(_JOB, _time_left)
-        return
-    collect()
-    if job.key.startswith(f"{selected.digest}|"):
-        if job.result is None:
-            jobs.outcome(job, AGAIN)
-        else:
-            st.caption(f"Profiled in {jobs.duration(job.elapsed)}.")
+    RESULTS.progress(selected.digest, "Profiled", AGAIN, _time_left)
 
 
 # -- AI Hub ---------------------------------------------------------------------------------------------

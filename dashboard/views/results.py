@@ -45,6 +45,23 @@ class SessionResults:
             return
         self.add(job.result)
 
+    def progress(self, digest: str, finished: str, again: str, time_left=None) -> None:
+        """The job's progress while it runs (``jobs.show``; ``time_left`` its estimate); once it
+        ended, for the model ``digest``: its failure or Cancel and ``again``, else ``finished`` and
+        the time it took."""
+        job = jobs.current(self.job)
+        if job is None:
+            return
+        if not job.done:
+            jobs.show(self.job, time_left)
+            return
+        self.collect()
+        if job.key.startswith(f"{digest}|"):
+            if job.result is None:
+                jobs.outcome(job, again)
+            else:
+                st.caption(f"{finished} in {jobs.duration(job.elapsed)}.")
+
     def of(self, digest: str) -> list[dict]:
         """The model ``digest``'s entries, oldest first (call ``collect`` first)."""
         return [r for r in st.session_state.get(self.runs, []) if r["digest"] == digest]
