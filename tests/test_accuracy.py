@@ -302,3 +302,29 @@ def test_the_html_report_has_the_accuracy_section(outlier, tmp_path):
     assert "Random inputs" not in page
     refused = cli("report", str(path), "--out", str(out), "--no-timeline", "--data", str(save_samples(folder)))
     assert refused.returncode == 2 and "--accuracy" in refused.stderr
+
+
+def test_an_output_the_debug_copy_computes_otherwise_is_said_with_both_figures():
+    from dashboard.accuracy.measure import Plan
+    from dashboard.accuracy.model import LayerError, Layers
+
+    plan = Plan.__new__(Plan)
+    plan.qdq_model, plan.float_model = None, outlier_model()
+    plain = Accumulator()
+    plain.add(np.ones(10) + 0.1, np.ones(10))  # 20 dB in the plain session
+    layers = Layers(target="t", modes=["cumulative"], rows=[LayerError(0, "logits", "fc", "Gemm", cumulative=60.0)])
+    (note,) = plan._output_drift(layers, {"pairs": {("htp_vs_float", "logits"): plain}})
+    assert "60.0 dB" in note and "20.0 dB" in note and "logits" in note
+    layers.rows[0].cumulative = 21.0  # within DRIFT_DB: nothing to say
+    assert plan._output_drift(layers, {"pairs": {("htp_vs_float", "logits"): plain}}) == []
+
+
+def test_mask_values_are_left_out_and_an_all_zero_reference_has_no_sqnr():
+    from dashboard.accuracy.measure import _unmasked
+
+    mask = np.array([0.0, 0.0, np.finfo(np.float32).min, 0.0], np.float32)
+    acc = Accumulator()
+    acc.add(np.array([0.0, 0.0, -65504.0, 0.0]), _unmasked(mask))
+    m = acc.metrics()
+    assert m.sqnr_db is None and "all zeros" in m.note and "1 non-finite or masked" in m.note
+    assert m.max_abs == 0.0

@@ -19,6 +19,7 @@ import numpy as np
 from dashboard.accuracy.model import FINE_DB, JUMP_DB, LayerError, Layers, Quant
 
 FP16_MAX = 65504.0
+SENTINEL = 1e30  # measure.SENTINEL: a mask value, not a signal
 CLIPPED = 0.001  # a share of clipped values worth saying (one in a thousand)
 STEPS_PER_STD = 8  # fewer quantizer steps than this across one standard deviation is coarse
 
@@ -64,7 +65,12 @@ def causes(row: LayerError, fp16: bool) -> list[str]:
             why.append("an 8-bit activation after a Softmax: small probabilities round to 0 (16-bit activations "
                        "are the usual fix)")
     elif fp16 and row.ref_low is not None and max(abs(row.ref_low), abs(row.ref_high)) > FP16_MAX:
-        why.append(f"values up to {max(abs(row.ref_low), abs(row.ref_high)):.4g}, beyond fp16's largest ({FP16_MAX:g})")
+        top = max(abs(row.ref_low), abs(row.ref_high))
+        if top > SENTINEL:
+            why.append(f"holds mask values (up to {top:.4g}, e.g. an attention mask's finfo.min): fp16 saturates them "
+                       f"at ±{FP16_MAX:g}, harmless before a Softmax; they are left out of its SQNR")
+        else:
+            why.append(f"values up to {top:.4g}, beyond fp16's largest ({FP16_MAX:g}): they saturate on the HTP")
     return why
 
 

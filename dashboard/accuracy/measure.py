@@ -30,6 +30,8 @@ from dashboard.partition.protocol import Stage
 
 Emit = Callable[[Stage], None]
 WORST = 5  # samples listed as the worst of each output
+SENTINEL = 1e30  # a float beyond this is a mask value (finfo.min/max), not a signal
+DRIFT_DB = 3.0  # an output this much apart between the plain session and the debug copy is said
 
 PAIRS = {  # key -> (target session, reference session, target words, reference words)
     "htp_vs_float": ("float_htp", "float_cpu", "float model on the HTP", "float model on the CPU EP (fp32)"),
@@ -242,6 +244,8 @@ class Plan:
             if want is None:
                 continue
             _range(acc["range"], probe.tensor, want)
+            if self.qdq_model is None:
+                want = _unmasked(want)
             q = self.quant.get(probe.source)
             if q is not None:
                 v = np.asarray(want)
@@ -295,8 +299,25 @@ class Plan:
             row.clipped = out / count if count else None
             layers.rows.append(row)
         explain_layers(layers, P.upstream(self.target, self.probes), fp16=self.args.config.fp16)
-        layers.partition += self._partition_notes(sessions)
+        layers.partition += self._partition_notes(sessions) + self._output_drift(layers, acc)
         return layers
+
+    def _output_drift(self, layers: Layers, acc: dict) -> list[str]:
+        """Where a graph output's cumulative figure (the debug copy) and the plain session's differ by
+        more than ``DRIFT_DB``: the extra outputs changed how the HTP computes it (a fusion, the
+        partition), so the layer figures are the debug copy's, not the plain model's. Said, with both."""
+        key = "qdq_htp_vs_float" if self.qdq_model is not None else "htp_vs_float"
+        notes = []
+        for name in self.output_names():
+            row, plain = layers.row(name), acc["pairs"].get((key, name))
+            if row is None or row.cumulative is None or plain is None:
+                continue
+            figure = plain.metrics().sqnr_db
+            if figure is not None and abs(figure - row.cumulative) > DRIFT_DB:
+                notes.append(f"output {name}: {row.cumulative:.1f} dB in the cumulative debug copy against {figure:.1f} dB "
+                             "in the plain session: the extra outputs changed how the HTP computes it (a fusion or the "
+                             "partition), so the layer figures describe the debug copy, not the plain model")
+        return notes
 
     def _partition_notes(self, sessions: Sessions) -> list[str]:
         """What the debug copies' extra outputs changed in the HTP's partition: the model's own
@@ -316,8 +337,10 @@ class Plan:
             subgraphs = sum(1 for ep, _ in handle.assignment() if ep == "QNNExecutionProvider")
             if moved:
                 kinds = sorted({op for name, op in assigned.get("CPUExecutionProvider", []) if name in moved})
-                exact = " (quantize/dequantize only: the figures are the HTP's own)" if set(kinds) <= {
-                    "QuantizeLinear", "DequantizeLinear"} else ""
+                exact = (" (quantize/dequantize only: the figures are the HTP's own)"
+                         if set(kinds) <= {"QuantizeLinear", "DequantizeLinear"}
+                         else ": those layers' figures in this mode are the CPU EP's, not the HTP's (the copy "
+                              "broke a fusion the HTP needs)")
                 notes.append(f"{mode}: the extra outputs moved {len(moved)} of the model's node(s) to the CPU EP "
                              f"({', '.join(kinds)}){exact}; the HTP runs it in {subgraphs} subgraph(s)")
             else:
@@ -332,6 +355,17 @@ def _range(ranges: dict, tensor: str, values: np.ndarray) -> None:
         return
     low, high, std = ranges.get(tensor, (float("inf"), float("-inf"), 0.0))
     ranges[tensor] = (min(low, float(finite.min())), max(high, float(finite.max())), max(std, float(finite.std())))
+
+
+def _unmasked(values: np.ndarray) -> np.ndarray:
+    """A float reference with its mask sentinels (``|x| > SENTINEL``: an attention mask's
+    ``finfo(float32).min``) as NaN, which the accumulator leaves out: fp16 saturates them at
+    ±65504 by design, and a Softmax after them gives the same zeros, so they are no error."""
+    v = np.asarray(values)
+    if not np.issubdtype(v.dtype, np.floating):
+        return v
+    masked = np.abs(v) > SENTINEL
+    return np.where(masked, np.nan, v) if masked.any() else v
 
 
 def _output(name: str, acc: dict, key: str) -> OutputAccuracy:

@@ -83,13 +83,16 @@ class Accumulator:
         if self.shape_error is not None or not self.count:
             return Metrics(note=self.shape_error or "nothing compared")
         ref, got, diff = math.sqrt(self.ref2), math.sqrt(self.got2), math.sqrt(self.diff2)
+        notes = [f"{self.nonfinite} non-finite or masked value(s) left out"] if self.nonfinite else []
+        if ref <= EPSILON:  # an all-zero reference has no signal to compare with: max |diff| says the rest
+            notes.append("the reference is all zeros: no SQNR")
         return Metrics(
-            sqnr_db=round(sqnr(ref, diff), 4), max_abs=self.max_abs,
+            sqnr_db=round(sqnr(ref, diff), 4) if ref > EPSILON else None, max_abs=self.max_abs,
             rel_error=diff / ref if ref else None,
             cosine=self.dot / (ref * got) if ref and got else None,
             top1=self.top1 / self.rows if self.classes and self.rows else None,
             topk=self.topk / self.rows if self.classes and self.rows else None,
-            note=f"{self.nonfinite} non-finite value(s) left out" if self.nonfinite else None)
+            note="; ".join(notes) or None)
 
 
 def compare(got, want) -> Metrics:
