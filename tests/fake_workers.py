@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import uuid
@@ -37,6 +38,14 @@ def patched_worker(handler_source: str, command: str = "partition") -> list[str]
             + handler_source
             + f"\nm.COMMANDS[{command!r}] = m.COMMANDS[{command!r}]._replace(handler='__main__:handler')\n"
             + "w.serve()"]
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a command a test interrupts with SIGINT: Ctrl-C's default action, as in a
+    terminal. A process started with SIGINT ignored (the tests run under ``nohup ... &``, a CI
+    runner) passes that on to its children, and Python then installs no KeyboardInterrupt handler:
+    the SIGINT the test sends would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def alive(pid: int) -> bool:

@@ -20,8 +20,8 @@ from pathlib import Path
 import partition_models as pm
 import pytest
 from deadlines import DEADLINE, wait_until
-from fake_workers import (MARK, STOPS_BEFORE_GREETING, alive, fake_timeline_code, gone_within, held, patched_worker,  # noqa: F401
-                          processes_with_env, stopped, worker_mark)
+from fake_workers import (MARK, STOPS_BEFORE_GREETING, alive, fake_timeline_code, gone_within, held,  # noqa: F401
+                          interruptible, patched_worker, processes_with_env, stopped, worker_mark)
 
 from dashboard.errors import UserError
 from dashboard.runtime.jobs import CANCELLED, Cancellation, Cancelled, Job
@@ -215,7 +215,7 @@ def test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits(tmp_pat
     device = pm.worker_device(tmp_path, fake_timeline_code(tmp_path / "never", hold_after=1))
     cli = subprocess.Popen([sys.executable, "-m", "dashboard", "timeline", str(model), "--device", device.url,
                             "--strategies", "fast", "--requests", "5"], cwd=Path(__file__).resolve().parent.parent,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         workers: list[int] = []
         wait_until(lambda: workers.extend(p for p in processes_with_env(MARK, _private) if p != cli.pid) or workers,

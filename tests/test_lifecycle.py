@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 import pytest
 from deadlines import DEADLINE
-from fake_workers import alive, processes_with_env
+from fake_workers import alive, interruptible, processes_with_env
 
 from dashboard.intake.samples import build_cnn_classifier, build_decoder
 
@@ -60,7 +60,8 @@ def test_no_orphan_left_after_a_signal_to_the_cli_during_a_timeline(tmp_path, ho
     mark, env = marked_env(tmp_path)
     cli = subprocess.Popen([sys.executable, "-m", "dashboard", "timeline", str(model), "--requests", "100000",
                             "--rate", "50", "--strategies", "fast"],
-                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=interruptible)
     try:
         # Mid-run: the worker exists and its timeline request has made its scratch folder.
         workers = wait_for(lambda: [p for p in processes_with_env(MARK, mark) if p != cli.pid], 60)

@@ -18,7 +18,7 @@ import pytest
 from sweep_helpers import chain_model, write_models, write_spec
 
 from deadlines import DEADLINE, wait_until
-from fake_workers import MARK, gone_within, processes_with_env, worker_mark  # noqa: F401 - a fixture
+from fake_workers import MARK, gone_within, interruptible, processes_with_env, worker_mark  # noqa: F401 - a fixture
 
 from dashboard.cli.main import main
 from dashboard.runtime.jobs import Cancellation
@@ -105,7 +105,7 @@ def test_ctrl_c_stops_the_workers_keeps_the_finished_cells_and_the_next_run_does
     spec, out = write_spec(tmp_path / "spec.toml", PARTITION_SPEC), tmp_path / "out"
     command = [sys.executable, "-m", "dashboard", "sweep", str(spec), "--out", str(out), "--jobs", "2"]
     cli = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         workers: list[int] = []
         wait_until(lambda: len(list((out / "cells").glob("*.json"))) >= 1 if (out / "cells").is_dir() else False,
