@@ -211,3 +211,16 @@ def for_shape(base: Preprocess, shape, dtype: str, words: list[str], declared=No
             changes.update(scale=1.0, mean=(0.0,), std=(1.0,))
             words.append("raw 0-255 pixels for an integer input")
     return dataclasses.replace(base, **changes, source="; ".join(words))
+
+
+def preprocess_given(model_path, preset: str | None = None, given: dict | None = None) -> Preprocess:
+    """The preprocessing of ``model_path``'s data: prefilled from the model and ``preset``
+    (``preprocess_for``), then the values ``given`` (``--resize`` and the others, a sweep's
+    ``[data]`` table) override it, and the record's ``source`` says which were given."""
+    from dashboard.intake.reader import load_model
+
+    base = preprocess_for(load_model(model_path), preset=preset)
+    if not given:
+        return base
+    words = ", ".join(f"--{k}" for k in given)
+    return dataclasses.replace(base, **given, source=f"{base.source}; {words} given")

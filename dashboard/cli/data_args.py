@@ -66,10 +66,9 @@ class DataArgs:
 
     def parse(self, args: argparse.Namespace, model_path: str):
         """(data path or None, Preprocess or None, limit). The preprocessing is prefilled from the
-        model and the preset, then the flags given override it."""
-        from dashboard.accuracy.preprocess import preprocess_for
+        model and the preset, then the flags given override it (``preprocess.preprocess_given``)."""
+        from dashboard.accuracy.preprocess import preprocess_given
         from dashboard.errors import UserError
-        from dashboard.intake.reader import load_model
 
         given = {k: getattr(args, k) for k in ("resize", "layout", "scale", "mean", "std", "channels")
                  if getattr(args, k) is not None}
@@ -77,10 +76,4 @@ class DataArgs:
             if given or args.preset:
                 raise UserError("the preprocessing flags describe --data: give --data PATH (or leave them out)")
             return None, None, args.limit
-        base = preprocess_for(load_model(model_path), preset=args.preset)
-        if given:
-            import dataclasses
-
-            words = ", ".join(f"--{k}" for k in given)
-            base = dataclasses.replace(base, **given, source=f"{base.source}; {words} given")
-        return args.data, base, args.limit
+        return args.data, preprocess_given(model_path, args.preset, given), args.limit

@@ -2,8 +2,8 @@
 folder, and ``sweep diff`` between two folders, the CI gate.
 
     python -m dashboard sweep SPEC.toml --out DIR [--jobs N | --ray ADDRESS | --devices URL,...] [--force] [--json]
-    python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT]
-        [--json]
+    python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT,
+        accuracy-drop=DB] [--json]
 
 The spec is checked whole before any cell runs (a missing model, an unknown SoC, a bad setting:
 one ``error:`` line, exit 2, nothing written). Progress goes to stderr, a line per cell run with
@@ -26,7 +26,7 @@ DIFF = "diff"
 
 USAGE = ("python -m dashboard sweep SPEC.toml --out DIR [--jobs N | --ray ADDRESS | --devices URL,...] [--force] "
          "[--json]\n       python -m dashboard sweep diff OLD NEW [--fail-on coverage-drop=PCT,new-fallback,"
-         "verdict-change,cycles-rise=PCT] [--json]")
+         "verdict-change,cycles-rise=PCT,accuracy-drop=DB] [--json]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", metavar="GATES", help="sweep diff: exit 1 when one of these trips: "
                         "coverage-drop=PCT (HTP coverage fell by more than PCT points), new-fallback (a node newly "
                         "left to the CPU), verdict-change (a classifier's verdict changed), cycles-rise=PCT (a profile "
-                        "cell's HTP total rose by more than PCT percent; same unit and hardware only)")
+                        "cell's HTP total rose by more than PCT percent; same unit and hardware only), accuracy-drop=DB "
+                        "(an accuracy or quantize cell's worst output SQNR fell by more than DB dB)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.set_defaults(run=run)
 

@@ -21,7 +21,11 @@ code), done in the calling process, once per model content (its SoC and settings
 profile cell is ``profile.run.profile_model`` (the ``profile`` command's work, ``Cell.runs`` timed
 runs) in the worker subprocess, like a partition cell, so a crash is one failed row too: a cell
 keeps each backend's total in its own unit with the hardware that measured it (on this host
-"simulated HTP cycles", never a time) and the top nodes with their share. Bad input for one
+"simulated HTP cycles", never a time) and the top nodes with their share; an accuracy or quantize
+cell is the ``accuracy`` / ``quantize`` command's work on the spec's data for the model
+(``sweep.accuracy``), its sessions in worker subprocesses too, keeping each comparison's worst
+output SQNR, cosine and top-1 (and for quantize the lifted tensors, the coverage of the integer path
+and the cycles ratio against float). Bad input for one
 cell (a model that does not read, a shape for an input it does not have) is that cell's failure too; only ``Cancelled`` (Ctrl-C, a Cancel)
 propagates, and a cancelled cell is not recorded, so a resumed sweep runs it.
 
@@ -60,6 +64,7 @@ from dashboard import __version__
 from dashboard.errors import UserError
 from dashboard.runtime.knobs import KEYS, Settings, words
 from dashboard.serde import Record
+from dashboard.sweep.accuracy import AccuracyFigure, CellData, QuantizeFigure, Recipe
 
 if TYPE_CHECKING:
     from dashboard.partition.report import PartitionReport
@@ -69,7 +74,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "sweep-cell/1"
 OK, FAILED = "ok", "failed"
-Analysis = Literal["classify", "partition", "profile"]
+Analysis = Literal["classify", "partition", "profile", "accuracy", "quantize"]
 TOP_NODES = 3  # a profile cell's costliest nodes kept per backend
 
 
@@ -88,6 +93,9 @@ class Cell(Record):
     version: str = __version__
     runs: int | None = None  # profile cells: timed runs (the spec's [profile] runs)
     warmup: int | None = None  # profile cells: untimed runs first
+    data: CellData | None = None  # accuracy and quantize cells: the samples (path None: random inputs)
+    layers: list[str] = field(default_factory=list)  # accuracy cells: layer modes also run
+    recipe: Recipe | None = None  # quantize cells: the quantize command's flags
 
     @property
     def key(self) -> str:
@@ -98,6 +106,9 @@ class Cell(Record):
                 "settings": self.settings.result_json(), "version": self.version}
         if self.analysis == "profile":
             data.update(runs=self.runs, warmup=self.warmup)
+        if self.analysis in ("accuracy", "quantize"):  # the data decides the figures: its content too
+            data.update(data=(self.data or CellData()).to_json(), layers=self.layers,
+                        recipe=None if self.recipe is None else self.recipe.to_json())
         return _hash(data)
 
     @property
@@ -182,6 +193,10 @@ class CellResult(Record):
     notes: list[str] = field(default_factory=list)
     costs: list[BackendCost] = field(default_factory=list)  # profile: one per backend profiled
     top_nodes: list[TopNode] = field(default_factory=list)  # profile: TOP_NODES per backend, costliest first
+    data: str | None = None  # accuracy, quantize: what the figures were computed on ("random inputs", a file)
+    accuracy: list[AccuracyFigure] = field(default_factory=list)  # accuracy, quantize: one per comparison
+    first_jump: str | None = None  # accuracy with layers: the node where the error first jumps
+    quantized: QuantizeFigure | None = None  # quantize: what the recipe built and what it costs
     schema: Literal["sweep-cell/1"] = SCHEMA
 
     def cost(self, backend: str) -> BackendCost | None:
@@ -213,6 +228,11 @@ class CellResult(Record):
             out.update(runs=cell.runs, backends={c.backend: {k: v for k, v in c.to_json().items() if k != "backend"}
                                                  for c in self.costs},
                        top_nodes=[node.to_json() for node in self.top_nodes], hardware=self.hardware)
+        elif cell.analysis in ("accuracy", "quantize"):
+            out.update(data=self.data, accuracy=[f.to_json() for f in self.accuracy], first_jump=self.first_jump,
+                       hardware=self.hardware)
+            if self.quantized is not None:
+                out.update(quantized=self.quantized.to_json())
         out.update(elapsed_s=self.elapsed_s, host=self.host, node=self.node, executor=self.executor)
         return out
 
@@ -249,6 +269,14 @@ def run_cell(cell: Cell, cancel: Cancellation | None = None, *, progress: CellPr
             result = _classify(cell)
         elif cell.analysis == "profile":
             result = _profile(cell, cancel, emit, device)
+        elif cell.analysis == "accuracy":
+            from dashboard.sweep.accuracy import run_accuracy
+
+            result = run_accuracy(cell, cancel, emit, device)
+        elif cell.analysis == "quantize":
+            from dashboard.sweep.accuracy import run_quantize
+
+            result = run_quantize(cell, cancel, emit, device)
         else:
             result = _partition(cell, cancel, emit, use_cache, device)
     except Cancelled:

@@ -13,7 +13,12 @@ cell went from ok to failed; ``new-fallback`` when a partition cell leaves a nod
 the old run's HTP claimed; ``verdict-change`` when a classify cell's verdict (either classifier)
 changed, or the cell went from ok to failed; ``cycles-rise=PCT`` when a profile cell's HTP total
 rose by more than PCT percent (``cycles-rise`` alone: by any amount), or the cell went from ok to
-failed. Profile totals are compared only within one unit and one hardware (simulated HTP cycles
+failed; ``accuracy-drop=DB`` when an accuracy or quantize cell's worst output SQNR of any
+comparison (the HTP against float, the QDQ model against float, ...) fell by more than DB dB
+(``accuracy-drop`` alone: by any amount), or the cell went from ok to failed; a pair measured on
+other data (another digest, random inputs against a data set) is said beside the change. The first
+layer where the error jumps, a quantize cell's lifted tensors, cycles ratio and integer-path
+coverage are reported when they move, gated by nothing. Profile totals are compared only within one unit and one hardware (simulated HTP cycles
 against simulated HTP cycles, a SoC's against the same SoC's): a pair measured on different
 hardware is reported as not comparable and trips nothing. Every backend's change and a new
 costliest node are reported either way. A partition cell that went from ok to failed trips
@@ -34,11 +39,12 @@ from dashboard.sweep.cells import CellResult
 
 COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE = "coverage-drop", "new-fallback", "verdict-change"
 CYCLES_RISE = "cycles-rise"
+ACCURACY_DROP = "accuracy-drop"
 MISSING = "missing-cell"  # not asked for by name: any gate set makes a cell NEW lacks trip it
-GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE, CYCLES_RISE)
+GATES = (COVERAGE_DROP, NEW_FALLBACK, VERDICT_CHANGE, CYCLES_RISE, ACCURACY_DROP)
 Kind = Literal["coverage", "fallback-new", "fallback-gone", "verdict", "cost", "cost-incomparable", "top-node",
-               "now-failed", "now-ok", "added", "removed"]
-GATE_WORDS = "coverage-drop=PCT, new-fallback, verdict-change, cycles-rise=PCT"
+               "accuracy", "first-jump", "quantized", "now-failed", "now-ok", "added", "removed"]
+GATE_WORDS = "coverage-drop=PCT, new-fallback, verdict-change, cycles-rise=PCT, accuracy-drop=DB"
 EPSILON = 1e-9
 
 
@@ -50,11 +56,12 @@ class Gates(Record):
     new_fallback: bool = False
     verdict_change: bool = False
     cycles_rise: float | None = None  # percent of the old HTP total (None: not gated)
+    accuracy_drop: float | None = None  # dB of a comparison's worst output SQNR (None: not gated)
 
     @property
     def any(self) -> bool:
         return (self.coverage_drop is not None or self.new_fallback or self.verdict_change
-                or self.cycles_rise is not None)
+                or self.cycles_rise is not None or self.accuracy_drop is not None)
 
 
 def parse_gates(text: str) -> Gates:
@@ -70,6 +77,8 @@ def parse_gates(text: str) -> Gates:
             gates.coverage_drop = _points(value.strip()) if sep else 0.0
         elif name == CYCLES_RISE:
             gates.cycles_rise = _percent(value.strip()) if sep else 0.0
+        elif name == ACCURACY_DROP:
+            gates.accuracy_drop = _decibels(value.strip()) if sep else 0.0
         elif name in (NEW_FALLBACK, VERDICT_CHANGE) and not sep:
             setattr(gates, name.replace("-", "_"), True)
         elif name in (NEW_FALLBACK, VERDICT_CHANGE):
@@ -87,14 +96,19 @@ def _percent(value: str) -> float:
     return _bounded(CYCLES_RISE, value, "a percentage of the old HTP total", 10000, "percent", 10)
 
 
-def _bounded(gate: str, value: str, what: str, top: float, unit: str, example: float) -> float:
-    """A gate's PCT: a number from 0 to ``top`` (a trailing ``%`` allowed; NaN refused)."""
+def _decibels(value: str) -> float:
+    return _bounded(ACCURACY_DROP, value.lower().removesuffix("db").strip(), "a number of dB of SQNR", 200, "dB", 3,
+                    word="DB")
+
+
+def _bounded(gate: str, value: str, what: str, top: float, unit: str, example: float, word: str = "PCT") -> float:
+    """A gate's PCT (or DB): a number from 0 to ``top`` (a trailing ``%`` allowed; NaN refused)."""
     try:
         number = float(value.rstrip("%"))
     except ValueError:
-        raise UserError(f"--fail-on {gate}={value!r}: PCT must be {what}, e.g. {gate}={example:g}") from None
+        raise UserError(f"--fail-on {gate}={value!r}: {word} must be {what}, e.g. {gate}={example:g}") from None
     if not 0 <= number <= top:  # also False for NaN
-        raise UserError(f"--fail-on {gate}={value}: PCT must be between 0 and {top:g} {unit}")
+        raise UserError(f"--fail-on {gate}={value}: {word} must be between 0 and {top:g} {unit}")
     return number
 
 
@@ -157,6 +171,10 @@ class _Side:
     costs: dict[str, tuple[float, str, str, str]] = field(default_factory=dict)  # backend -> total, unit, hw, label
     top: dict[str, tuple[str, float]] = field(default_factory=dict)  # backend -> costliest node, its share
     ranked: dict[str, set[str]] = field(default_factory=dict)  # backend -> its costliest nodes kept
+    sqnr: dict[str, tuple[str, float | None]] = field(default_factory=dict)  # comparison -> its words, worst SQNR
+    data: tuple[str | None, str] = (None, "")  # what the figures were computed on: (label, data digest)
+    jump: str | None = None
+    quantized: dict = field(default_factory=dict)  # lifted, cycles_ratio, htp_refused
 
     @classmethod
     def of(cls, result: CellResult) -> "_Side":
@@ -167,8 +185,13 @@ class _Side:
         for node in result.top_nodes:
             top.setdefault(node.backend, (node.name, node.share))
             ranked.setdefault(node.backend, set()).add(node.name)
+        sqnr = {f.comparison: (f"{f.target} vs {f.reference}", f.sqnr_db) for f in result.accuracy if f.status == "ok"}
+        data = (result.data, result.cell.data.digest if result.cell.data is not None else "")
+        q = result.quantized
+        quantized = {} if q is None else {"lifted": len(q.lifted), "cycles_ratio": q.cycles_ratio,
+                                          "htp_refused": q.htp_refused}
         return cls(result.ok, result.reason, result.htp_coverage, {n.node: n.op_type for n in result.cpu_nodes},
-                   dict(result.verdicts), costs, top, ranked)
+                   dict(result.verdicts), costs, top, ranked, sqnr, data, result.first_jump, quantized)
 
 
 def diff_results(old: Iterable[CellResult], new: Iterable[CellResult], gates: Gates | None = None, *,
@@ -204,7 +227,8 @@ def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change
         gate = (COVERAGE_DROP if analysis == "partition" and gates.coverage_drop is not None else
                 NEW_FALLBACK if analysis == "partition" and gates.new_fallback else
                 VERDICT_CHANGE if analysis == "classify" and gates.verdict_change else
-                CYCLES_RISE if analysis == "profile" and gates.cycles_rise is not None else None)
+                CYCLES_RISE if analysis == "profile" and gates.cycles_rise is not None else
+                ACCURACY_DROP if analysis in ("accuracy", "quantize") and gates.accuracy_drop is not None else None)
         return [_change(key, "now-failed", f"now fails: {new.reason}", old="ok", new="failed", gate=gate)]
     if not old.ok and new.ok:
         return [_change(key, "now-ok", f"now runs (it failed: {old.reason})", old="failed", new="ok")]
@@ -214,6 +238,8 @@ def _compare(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change
         return _partition_changes(key, old, new, gates)
     if analysis == "profile":
         return _profile_changes(key, old, new, gates)
+    if analysis in ("accuracy", "quantize"):
+        return _accuracy_changes(key, old, new, gates)
     return [_change(key, "verdict", f"{name} verdict {old.verdicts.get(name)} -> {verdict}",
                     old=old.verdicts.get(name), new=verdict, gate=VERDICT_CHANGE if gates.verdict_change else None)
             for name, verdict in new.verdicts.items() if old.verdicts.get(name) != verdict]
@@ -272,6 +298,30 @@ def _profile_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> lis
     return changes
 
 
+def _accuracy_changes(key: Identity, old: _Side, new: _Side, gates: Gates) -> list[Change]:
+    """Each comparison's worst output SQNR that moved (a drop beyond the gate trips it), said with the
+    data when the two runs read different data; the first jump and a quantize cell's recipe outcome."""
+    changes = []
+    other = "" if old.data == new.data else f" (measured on other data: {old.data[0]} -> {new.data[0]})"
+    for name, (words, after) in new.sqnr.items():
+        before = old.sqnr.get(name, (words, None))[1]
+        if before is None or after is None or abs(after - before) <= 1e-6:
+            continue
+        drop = before - after
+        gate = (ACCURACY_DROP if gates.accuracy_drop is not None and drop > gates.accuracy_drop + EPSILON else None)
+        changes.append(_change(key, "accuracy", f"{words}: worst output SQNR {before:.1f} -> {after:.1f} dB "
+                               f"({-drop:+.1f} dB){other}", old=before, new=after, gate=gate))
+    if old.jump != new.jump and (old.jump or new.jump):
+        changes.append(_change(key, "first-jump", f"the error first jumps at {new.jump or 'no layer'} "
+                               f"(was {old.jump or 'no layer'})", old=old.jump, new=new.jump))
+    for field_name, words in (("lifted", "tensors lifted to 16 bits"), ("cycles_ratio", "cycles against float"),
+                              ("htp_refused", "nodes the HTP refuses on the integer path")):
+        a, b = old.quantized.get(field_name), new.quantized.get(field_name)
+        if a is not None and b is not None and abs(b - a) > EPSILON:
+            changes.append(_change(key, "quantized", f"{words} {a:g} -> {b:g}", old=a, new=b))
+    return changes
+
+
 def _nodes(names: list[str], ops: dict[str, str], limit: int = 5) -> str:
     shown = ", ".join(f"{n} [{ops.get(n, '?')}]" for n in names[:limit])
     return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
@@ -302,7 +352,8 @@ def render_text(diff: SweepDiff) -> list[str]:
     for note in diff.notes:
         lines.append(f"note: {note}")
     if not diff.gates.any:
-        lines.append("gate: none set (--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT)")
+        lines.append("gate: none set (--fail-on coverage-drop=PCT,new-fallback,verdict-change,cycles-rise=PCT,"
+                     "accuracy-drop=DB)")
     elif diff.tripped:
         lines.append("gate: TRIPPED (" + ", ".join(f"{g} {n}" for g, n in diff.tripped_gates.items()) + ")")
     else:

@@ -14,7 +14,8 @@ The file::
 
     models = ["samples/*.onnx", "zoo/detector.onnx"]   # paths and globs, relative to the spec
     socs = ["sm8650", "sc8380xp"]                      # keys, soc_model numbers or part names
-    analyses = ["classify", "partition", "profile"]    # default: classify and partition
+    analyses = ["classify", "partition", "profile"]    # default: classify and partition; also
+                                                       # accuracy and quantize (``sweep.accuracy``)
 
     [profile]                                          # profile cells only; optional
     runs = 3                                           # timed runs per cell (default 3), after warmup
@@ -29,7 +30,9 @@ The file::
     provider_options = { htp_graph_finalization_optimization_mode = "3" }
     optimization_level = "basic"                       # also: backends, timeout
 
-The SoC is the sweep's own axis, so a setting set may not name one.
+The SoC is the sweep's own axis, so a setting set may not name one. Accuracy and quantize cells
+read the ``[data]``, ``[accuracy]`` and ``[quantize]`` tables (``sweep.accuracy`` documents them):
+the data paths must exist and their preprocessing check as ``--data``'s flags do, up front.
 """
 
 from __future__ import annotations
@@ -43,11 +46,12 @@ from typing import Any, Iterator
 
 from dashboard.errors import UserError
 
-ANALYSES = ("classify", "partition", "profile")  # what a cell can run today
+ANALYSES = ("classify", "partition", "profile", "accuracy", "quantize")  # what a cell can run today
+DATA_ANALYSES = ("accuracy", "quantize")  # the cells that read the spec's [data]
 LATER = {"timeline": "the timeline"}  # named in the issue, not sweepable yet
 DEFAULT_ANALYSES = ("classify", "partition")  # a profile costs runs: asked for by name
 DEFAULT_SET = "default"
-TOP_KEYS = ("models", "socs", "analyses", "option_sets", "profile")
+TOP_KEYS = ("models", "socs", "analyses", "option_sets", "profile", "data", "accuracy", "quantize")
 # A profile cell's runs: few by default (each timed run on the HTP simulator takes seconds on a
 # real model, and a sweep has many cells); ``[profile] runs = N`` for more stable medians.
 PROFILE_KEYS = ("runs", "warmup")
@@ -79,6 +83,9 @@ class Spec:
     notes: list[str] = field(default_factory=list)  # from the provider-option checks (paths not checked ...)
     profile_runs: int = DEFAULT_PROFILE_RUNS
     profile_warmup: int = DEFAULT_PROFILE_WARMUP
+    data: Any = None  # sweep.accuracy.DataPlan: accuracy and quantize cells' samples (None: random inputs)
+    layers: list[str] = field(default_factory=list)  # accuracy cells: the layer modes also run
+    recipe: Any = None  # sweep.accuracy.Recipe: quantize cells' flags
 
     @property
     def cell_count(self) -> int:
@@ -104,10 +111,23 @@ class Spec:
             for soc in self.socs:
                 for name in self.option_sets:
                     for analysis in self.analyses:
-                        runs = (self.profile_runs, self.profile_warmup) if analysis == "profile" else (None, None)
                         yield Cell(model=model.name, path=str(model.path), digest=digest, soc=soc,
                                    option_set=name, analysis=analysis, settings=settings[name, soc],
-                                   runs=runs[0], warmup=runs[1])
+                                   **self._extras(model, analysis))
+
+    def _extras(self, model: ModelRef, analysis: str) -> dict[str, Any]:
+        """What a cell of ``analysis`` carries besides the common fields: a profile's run counts, an
+        accuracy or quantize cell's data (and layer modes, recipe)."""
+        from dashboard.sweep.accuracy import CellData, Recipe
+
+        if analysis == "profile":
+            return {"runs": self.profile_runs, "warmup": self.profile_warmup}
+        if analysis not in DATA_ANALYSES:
+            return {}
+        data = self.data.for_model(model.name) if self.data is not None else CellData()
+        if analysis == "accuracy":
+            return {"data": data, "layers": list(self.layers)}
+        return {"data": data, "recipe": self.recipe or Recipe()}
 
 
 def load_spec(path: str | os.PathLike) -> Spec:
@@ -142,7 +162,18 @@ def parse_spec(data: dict, base: Path, label: str = "the spec", spec_path: Path 
     notes: list[str] = []
     option_sets = {str(name): _option_set(str(name), knobs, socs, label, notes) for name, knobs in sets.items()}
     runs, warmup = _profile(data.get("profile", {}), label)
-    return Spec(spec_path or base / "spec.toml", models, socs, option_sets, analyses, notes, runs, warmup)
+    return Spec(spec_path or base / "spec.toml", models, socs, option_sets, analyses, notes, runs, warmup,
+                **_data_tables(data, base, label))
+
+
+def _data_tables(data: dict, base: Path, label: str) -> dict[str, Any]:
+    """``[data]``, ``[accuracy]`` and ``[quantize]``, checked whether or not a cell reads them (a
+    typo in a table nothing reads yet is still a typo)."""
+    from dashboard.sweep.accuracy import parse_accuracy, parse_data, parse_recipe
+
+    return {"data": parse_data(data["data"], base, label) if "data" in data else None,
+            "layers": parse_accuracy(data.get("accuracy", {}), label),
+            "recipe": parse_recipe(data.get("quantize", {}), label)}
 
 
 def _profile(table, label: str) -> tuple[int, int]:

@@ -56,7 +56,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model", "string", "the model's path relative to the spec's folder (absolute when outside it)"),
     ("soc", "string", "the SoC key the cell compiled for"),
     ("option_set", "string", "the setting set's name"),
-    ("analysis", "string", "classify, partition or profile"),
+    ("analysis", "string", "classify, partition, profile, accuracy or quantize"),
     ("status", "string", "ok or failed"),
     ("reason", "string", "why it failed (the runtime's own words), else empty"),
     ("htp_coverage", "float64", "partition: share of the model's nodes the HTP claims (0-1)"),
@@ -82,6 +82,16 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("top_node", "string", "profile: the HTP's costliest node (or an inserted row, e.g. the input Transpose)"),
     ("top_node_share", "float64", "profile: its share of the HTP's total (0-1)"),
     ("top_nodes", "string", "profile: each backend's costliest nodes, e.g. 'htp Transpose 62.3%; htp Relu 21.4%'"),
+    ("data", "string", "accuracy, quantize: what the figures were computed on ('random inputs', N sample(s) of a file)"),
+    ("acc_comparison", "string", "accuracy, quantize: the comparison acc_sqnr_db is of, e.g. 'htp_vs_float'"),
+    ("acc_sqnr_db", "float64", "accuracy, quantize: its worst output's SQNR in dB (higher is better)"),
+    ("acc_cosine", "float64", "accuracy, quantize: its lowest output cosine"),
+    ("acc_top1", "float64", "accuracy, quantize: its lowest top-1 agreement, class scores only (0-1)"),
+    ("first_jump", "string", "accuracy with layers: the node where the error first jumps"),
+    ("q_lifted", "int64", "quantize: tensors the search lifted to 16 bits"),
+    ("q_reached", "string", "quantize: whether the target held (yes, no; empty without a target)"),
+    ("q_cycles_ratio", "float64", "quantize: the QDQ model's simulated HTP cycles over the float model's in fp16"),
+    ("q_htp_refused", "int64", "quantize: nodes the HTP refuses on the integer path (the QDQ ends not counted)"),
     ("hardware", "string", "what measured it: simulator (the HTP simulator on x86_64), npu, ..."),
     ("elapsed_s", "float64", "the cell's wall time, seconds"),
     ("host", "string", "the machine that ran it"),
@@ -119,10 +129,26 @@ def index_row(result: CellResult, record: str) -> dict[str, Any]:
         "htp_label": costs["htp"].label if "htp" in costs else None,
         "top_node": top.name if top else None, "top_node_share": top.share if top else None,
         "top_nodes": "; ".join(f"{n.backend} {n.name} {n.share:.1%}" for n in result.top_nodes),
+        **_accuracy_columns(result),
         "hardware": result.hardware, "elapsed_s": result.elapsed_s, "host": result.host, "node": result.node,
         "executor": result.executor, "finished": result.finished, "digest": cell.digest, "version": cell.version,
         "key": cell.key, "record": record,
     }
+
+
+def _accuracy_columns(result: CellResult) -> dict[str, Any]:
+    """An accuracy or quantize cell's index figures: the comparison a reader looks at first (the
+    HTP against float: fp16 for accuracy, the QDQ model for quantize), else the first that ran."""
+    main = "qdq_htp_vs_float" if result.cell.analysis == "quantize" else "htp_vs_float"
+    ok = [f for f in result.accuracy if f.status == "ok"]
+    figure = next((f for f in ok if f.comparison == main), ok[0] if ok else None)
+    q = result.quantized
+    return {"data": result.data, "acc_comparison": figure.comparison if figure else None,
+            "acc_sqnr_db": figure.sqnr_db if figure else None, "acc_cosine": figure.cosine if figure else None,
+            "acc_top1": figure.top1 if figure else None, "first_jump": result.first_jump,
+            "q_lifted": len(q.lifted) if q else None,
+            "q_reached": None if q is None or q.reached is None else "yes" if q.reached else "no",
+            "q_cycles_ratio": q.cycles_ratio if q else None, "q_htp_refused": q.htp_refused if q else None}
 
 
 def index_schema():

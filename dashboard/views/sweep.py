@@ -42,7 +42,7 @@ SEARCH_DEPTH = 3  # folders below a root searched for specs and results folders
 MAX_FOUND = 200
 RESULTS_SUFFIX = ".results"
 GOOD, PARTIAL, POOR = 0.999, 0.8, 0.0  # coverage shades: all on the HTP, most, less
-ORDER = {"partition": 0, "classify": 1, "profile": 2}  # a matrix cell's text: coverage first, as coloured
+ORDER = {"partition": 0, "classify": 1, "profile": 2, "accuracy": 3, "quantize": 4}  # a matrix cell's text: coverage first, as coloured
 
 
 def sweep_arguments(argv: list[str] | None = None) -> list[Path]:
@@ -241,7 +241,25 @@ def _part(row) -> str:
         return f"{row.verdict_ep} / {row.verdict_refined}"
     if row.analysis == "profile":
         return _profiled(row)
+    if row.analysis in ("accuracy", "quantize"):
+        return _accurate(row)
     return ""
+
+
+def _accurate(row) -> str:
+    """An accuracy or quantize cell's text: the worst output SQNR against float (on random inputs
+    said), and for quantize the lifted tensors and the cycles ratio."""
+    sqnr = getattr(row, "acc_sqnr_db", None)
+    text = "no SQNR" if sqnr is None or pd.isna(sqnr) else f"{sqnr:.1f} dB"
+    if row.analysis == "quantize":
+        lifted, ratio = getattr(row, "q_lifted", None), getattr(row, "q_cycles_ratio", None)
+        text = f"QDQ {text}" + ("" if lifted is None or pd.isna(lifted) else f" · {int(lifted)} lifted")
+        text += "" if ratio is None or pd.isna(ratio) else f" · {ratio:.2f}× float cycles"
+    else:
+        text = f"fp16 {text}"
+    if getattr(row, "data", None) == "random inputs":
+        text += " (random inputs)"
+    return text
 
 
 def _profiled(row) -> str:
@@ -411,7 +429,9 @@ def _diff(found: Offered) -> None:
     gates = gates_column.text_input("Gates (--fail-on)", "coverage-drop=1,new-fallback,verdict-change", key="sw_gates",
                                     help="Also cycles-rise=PCT: a profile cell's HTP total rose by more than PCT "
                                          "percent (simulated HTP cycles against simulated HTP cycles only; they move "
-                                         "a few percent run to run, so PCT above that, e.g. 10).")
+                                         "a few percent run to run, so PCT above that, e.g. 10); "
+                                         "accuracy-drop=DB: an accuracy or quantize cell's worst output SQNR fell by "
+                                         "more than DB dB.")
     from dashboard.sweep.diff import render_text
     from dashboard.sweep.store import Store
 
