@@ -199,3 +199,18 @@ def test_the_reference_lists_every_flag_of_a_command(command):
     section = section[:section.index(f"\n{level} ", 1)] if f"\n{level} " in section[1:] else section
     flags = [f for action in parser._actions for f in action.option_strings if f not in ("-h", "--help")]
     assert flags and all(f"`{flag}" in section for flag in flags)
+
+
+def test_the_readmes_examples_are_commands_the_parser_takes():
+    """Each ``python -m dashboard`` line of the README's code blocks parses (nothing runs)."""
+    import shlex
+
+    from dashboard.cli.main import build_parser
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = [line.split("  #")[0] for block in re.findall(r"```bash\n(.*?)```", readme, re.S)
+                for line in block.splitlines() if line.startswith("python -m dashboard ")]
+    assert len(examples) >= 10
+    for example in examples:
+        argv = shlex.split(example)[3:]
+        build_parser(argv).parse_args(argv)
