@@ -14,7 +14,7 @@ the model's nodes, so only the share is compared).
 
 The SoC -> device match comes from the package too (its ``devices_and_chipsets.yaml``: the chipset
 with the SoC's ``soc_model`` and Hexagon version, and its reference device). CI runs the committed set on
-SM8750 (Galaxy S25); a larger run (README, "Partition truth"):
+SM8750 (Galaxy S25); a larger run (docs/partitions.md, "Partition truth"):
 
     QNN_LAB_AIHUB_SOCS=sm8750,sm8650,sc8380xp QNN_LAB_AIHUB_DIR=/tmp/aihub pytest tests/test_aihub_truth.py
 """

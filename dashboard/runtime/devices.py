@@ -62,7 +62,7 @@ LOCAL = "local"
 SHELLS = ("posix", "windows", "powershell")
 HOST_KEY_POLICIES = ("yes", "accept-new")
 # What a device URL's query may say (and the keyword arguments of ``Device.parse``): nothing else
-# reaches ssh. Documented in the README ("Attaching a Snapdragon device over SSH").
+# reaches ssh. Documented in docs/devices.md ("Attaching a Snapdragon device over SSH").
 QUERY_KEYS = ("python", "workdir", "identity", "shell", "connect_timeout", "env", "host_key", "known_hosts",
               "jump")
 LOCAL_QUERY_KEYS = ("python",)

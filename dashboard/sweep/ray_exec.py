@@ -112,7 +112,7 @@ def _is_loopback(address: str) -> bool:
 
 class RayExecutor:
     """A ``cells.Executor`` on one Ray cluster. ``shipped``: the models (by digest) this executor
-    put into the object store, ``cells``: the cells it sent (the README's per-cell figures)."""
+    put into the object store, ``cells``: the cells it sent (docs/sweeps.md's per-cell figures)."""
 
     def __init__(self, ray, address: str) -> None:
         self.ray = ray

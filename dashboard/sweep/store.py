@@ -51,7 +51,7 @@ MANIFEST_SCHEMA = "sweep/1"
 ROW_GROUP = 256  # index rows kept before they are written (one Parquet row group)
 MAX_RECORD_BYTES = 64 << 20  # a record is small; a bigger file is not one of ours
 
-# The index's columns: (name, Arrow type name, what it holds). The README's table is this one.
+# The index's columns: (name, Arrow type name, what it holds). docs/sweeps.md's table is this one.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("model", "string", "the model's path relative to the spec's folder (absolute when outside it)"),
     ("soc", "string", "the SoC key the cell compiled for"),
