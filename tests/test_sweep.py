@@ -392,7 +392,7 @@ def test_the_sweeps_manual_documents_every_index_column_and_the_gates():
             if line.startswith("| `") and line.count("|") == 4]
     assert [name for name, _, _ in COLUMNS] == [r for r in rows if r in {n for n, _, _ in COLUMNS}]
     assert {name for name, _, _ in COLUMNS} <= set(rows)
-    for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change", "cycles-rise=PCT"):
+    for gate in ("coverage-drop=PCT", "new-fallback", "verdict-change", "cycles-rise=PCT", "accuracy-drop=DB"):
         assert f"| `{gate}` |" in section
 
 
