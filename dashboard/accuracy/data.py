@@ -687,3 +687,36 @@ def bundled(sample_model_name: str) -> Path | None:
         return None
     path = SAMPLES_DIR / "data" / folder
     return path if path.is_dir() else None
+
+
+def array_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """An .npz's (or .npy's, under the name ``""``) array shapes from the headers alone; {} for any
+    other kind of data (images and audio take the model's shapes)."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in ARRAYS:
+        return {}
+    if suffix == ".npz":
+        return {k: shape for k, (shape, _) in _check_archive(str(path), path, MAX_ARRAY_BYTES).items() if k != META_KEY}
+    with open(path, "rb") as handle:
+        return {"": _header(str(path), handle)[0]}
+
+
+def sample_shape(where: str, tensor, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """One sample's shape of ``tensor`` (an input with open dimensions) in an array of ``shape``:
+    the array itself when it has the input's rank (its open leading axis taken as a batch of 1:
+    samples stacked on it), the array without its leading axis when it has one more; the input's
+    fixed dimensions must match. None when the rank fits neither."""
+    declared = tuple(tensor.shape or ())
+    if len(shape) == len(declared) + 1:
+        sample = tuple(shape[1:])
+    elif len(shape) == len(declared):
+        open_batch = declared and not (isinstance(declared[0], int) and declared[0] >= 0)
+        sample = ((1,) + tuple(shape[1:])) if open_batch else tuple(shape)
+    else:
+        return None
+    for axis, (want, got) in enumerate(zip(declared, sample)):
+        if isinstance(want, int) and want >= 0 and want != got:
+            raise UserError(f"{where}: input {tensor.name!r} {tensor.shape_text()} has {want} on axis {axis}; "
+                            f"the data has {got}")
+    return sample

@@ -150,3 +150,40 @@ def verdicts(report: AccuracyReport) -> list[str]:
         lines.append(f"the worst layer on its own is {row.node} [{row.op_type}] ({own:.1f} dB)"
                      + (f": {row.why}" if row.why else ""))
     return lines
+
+
+def settings_for_data(path: str | os.PathLike, settings: Settings, data, preprocess=None) -> tuple[Settings, list[str]]:
+    """``settings`` with the inputs' open dimensions fixed by ``data``'s arrays (an .npz/.npy: the
+    sample's shape, read from the headers): a named dimension (``batch``, ``h``) takes the data's
+    value unless ``--dim`` gave one, an input with an unnamed open dimension takes the sample's whole
+    shape unless ``--shape`` gave one. Then the data is checked against the inputs so fixed (one
+    sample read: a misfit is one line before any compile). The notes say what the data fixed."""
+    from dashboard.accuracy.data import array_shapes, sample_shape
+    from dashboard.intake.reader import load_model
+
+    graph = load_model(Path(path).expanduser())
+    headers = array_shapes(data)
+    if set(headers) == {""} and len(graph.inputs) == 1:
+        headers = {graph.inputs[0].name: headers[""]}
+    dims, shapes, notes = dict(settings.dims), dict(settings.shapes), []
+    for tensor in graph.inputs:
+        declared = tuple(tensor.shape or ())
+        if tensor.name in shapes or tensor.name not in headers or all(isinstance(d, int) and d >= 0 for d in declared):
+            continue
+        sample = sample_shape(str(data), tensor, tuple(headers[tensor.name]))
+        if sample is None:
+            continue
+        if any(not isinstance(d, (int, str)) or (isinstance(d, int) and d < 0) for d in declared):
+            shapes[tensor.name] = sample
+            notes.append(f"input {tensor.name!r} {tensor.shape_text()} fixed to {list(sample)} by the data")
+            continue
+        for name, value in zip(declared, sample):
+            if isinstance(name, str) and name not in settings.dims:
+                if dims.setdefault(name, value) != value:
+                    raise UserError(f"{data}: dimension {name!r} is {dims[name]} in one input and {value} in "
+                                    f"{tensor.name!r}")
+        notes.append(f"input {tensor.name!r} {tensor.shape_text()} at {list(sample)}: the data's shape")
+    changed = dims != dict(settings.dims) or shapes != dict(settings.shapes)
+    fixed = settings.replace(dims=dims, shapes=shapes) if changed else settings
+    dataset_for(path, fixed, data, preprocess=preprocess, limit=1)
+    return fixed, notes

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dashboard.cli.common import SettingsArgs
+from dashboard.cli.data_args import DataArgs
 from dashboard.errors import UserError
 from dashboard.runtime.knobs import BACKENDS
 
@@ -27,11 +28,13 @@ if TYPE_CHECKING:
     from dashboard.runtime.knobs import Settings
 
 SETTINGS = SettingsArgs(analysis="partition")
+DATA = DataArgs()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model")
     add_partition_options(parser)
+    DATA.add_to(parser)  # partition's own: ``report`` has its --data for the accuracy section
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
     parser.add_argument("--snippet", nargs="?", const="htp", choices=BACKENDS, metavar="BACKEND",
@@ -89,13 +92,29 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
     return analyze(args.model, options, device_reports=devices, device=device, on_event=None if quiet else progress)
 
 
+def data_settings(args: argparse.Namespace) -> tuple[Settings | None, list[str]]:
+    """The settings with ``--data``'s shapes (an .npz/.npy fixes the inputs' open dimensions: the
+    partition of the shapes the model will really run at), the data checked against the inputs;
+    (None, []) without ``--data``. What the partition depends on is the graph and its shapes, never
+    the values, so the values are not run here: ``accuracy`` runs them."""
+    data, preprocess, _ = DATA.parse(args, args.model)
+    if data is None:
+        return None, []
+    from dashboard.accuracy.run import settings_for_data
+
+    fixed, notes = settings_for_data(args.model, options_from_args(args), data, preprocess)
+    return fixed, notes + [f"the data ({data}) fits the inputs as fixed: its values decide nothing in a partition"]
+
+
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "snippet", None):  # (a Namespace built by a caller may not have it)
         from dashboard.partition.snippet import model_snippet
 
         print(model_snippet(args.model, options_from_args(args), args.snippet), end="")
         return 0
-    report = analyze_from_args(args, quiet=args.json)
+    settings, notes = data_settings(args)
+    report = analyze_from_args(args, quiet=args.json, settings=settings)
+    report.notes += notes
     from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
     from dashboard.runtime.knobs import CLI, words
 

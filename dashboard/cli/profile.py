@@ -6,6 +6,8 @@ nodes, the op types and the blocks (name scopes), each with its share of its own
 ``--json`` prints the ``Profile`` record (``dashboard.profile.model``); ``--csv FILE`` writes its node
 table. ``--aihub FILE`` imports a profile downloaded from Qualcomm AI Hub instead of measuring here
 (``--device-name`` names the phone when the file does not). Same settings as ``partition``.
+``--data`` runs the timed runs on the user's samples in turn (a real detector's NMS or TopK costs
+what the data makes it cost); without it one set of generated inputs, said as ``random inputs``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dashboard.cli.common import SettingsArgs
+from dashboard.cli.data_args import DataArgs
 from dashboard.errors import UserError
 
 if TYPE_CHECKING:
     from dashboard.profile.model import Profile
 
 SETTINGS = SettingsArgs(analysis="profile")
+DATA = DataArgs()
 TOP = 10
 
 
@@ -44,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="local", help="where to measure: local, local?python=PATH or "
                                                           "ssh://user@host[:port][?...] (see the Devices page)")
     SETTINGS.add_to(parser)
+    DATA.add_to(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object (the profile record)")
     parser.add_argument("--csv", metavar="FILE", help="also write the node table to FILE")
     parser.add_argument("--aihub", metavar="FILE", help="import a profile downloaded from Qualcomm AI Hub "
@@ -61,8 +66,8 @@ def measuring_flags(args: argparse.Namespace) -> list[str]:
     flag away from its default): an ``--aihub`` import measures nothing, so they would be ignored."""
     from dashboard.profile.model import DEFAULT_RUNS
 
-    given = [flag for flag, value, default in (("--runs", args.runs, DEFAULT_RUNS), ("--device", args.device, "local"))
-             if value != default]
+    given = [flag for flag, value, default in (("--runs", args.runs, DEFAULT_RUNS), ("--device", args.device, "local"),
+                                               ("--data", args.data, None)) if value != default]
     for knob in SETTINGS.knobs:
         default = SETTINGS._argument(knob).get("default", False)
         if getattr(args, knob.flag[2:].replace("-", "_")) != default:
@@ -86,6 +91,11 @@ def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile
     from dashboard.runtime.client import prespawn_local_worker
 
     settings = SETTINGS.parse(args)
+    data, preprocess, limit = DATA.parse(args, args.model)  # bad data flags: one line now
+    if data is not None:  # the data's shapes fix the open dimensions, as for partition
+        from dashboard.accuracy.run import settings_for_data
+
+        settings, _ = settings_for_data(args.model, settings, data, preprocess)
     if args.device.strip() == "local":
         prespawn_local_worker()
     from dashboard.cli.partition import progress
@@ -93,7 +103,7 @@ def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile
     from dashboard.runtime.devices import Device
 
     return profile_model(args.model, settings, runs=args.runs, device=Device.parse(args.device),
-                         on_event=None if quiet else progress)
+                         on_event=None if quiet else progress, data=data, preprocess=preprocess, limit=limit)
 
 
 def read_profile(path: str) -> "Profile":
@@ -183,7 +193,7 @@ def render_text(profile: "Profile", top: int = TOP) -> list[str]:
     source = "imported from AI Hub" if profile.source == "imported" else "measured"
     lines = [f"{profile.model}: {source}, {profile.runs} timed run(s)"
              + (f" after {profile.warmup} warm-up" if profile.warmup else "")
-             + "; medians over the runs, shares of each backend's own total"]
+             + "; medians over the runs, shares of each backend's own total", f"inputs: {profile.data}"]
     if profile.dims:
         lines.append("dims: " + ", ".join(f"{k}={v}" for k, v in profile.dims.items()))
     if profile.summary:

@@ -2,15 +2,21 @@
 machine or on a device over SSH. No Streamlit; the runtime only in the worker process.
 
 ``--json`` prints ``{"device", "strategies": {NAME: {"events", "requests", "metrics", ...}}, ...}``
-(see ``dashboard.timeline.model``); progress goes to stderr either way.
+(see ``dashboard.timeline.model``); progress goes to stderr either way. ``--data`` makes the
+requests take the user's samples in turn (at most 32, each with its CPU reference), the record's
+workload saying which; without it, generated inputs (``random inputs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
 
 from dashboard.cli.common import SettingsArgs
+from dashboard.cli.data_args import DataArgs
+from dashboard.errors import UserError
 from dashboard.runtime.devices import Device
 from dashboard.runtime.knobs import KNOB
 from dashboard.runtime.protocol import ProgressEvent, Upload
@@ -24,6 +30,7 @@ from dashboard.timeline.remote import LiveRun, run_on_device, target_hardware
 
 # A timeline's backends are its fast and target roles: every other knob is the partition's.
 SETTINGS = SettingsArgs(keys=tuple(key for key in KNOB if key != "backends"), analysis="timeline")
+DATA = DataArgs()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-memory", action="store_true",
                         help="bind HTP inputs/outputs in shared memory (seed 001)")
     SETTINGS.add_to(parser)
+    DATA.add_to(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -113,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
         print(guess.text(), file=sys.stderr)
         return 0
     progress = _Progress(LiveRun(options, guess.requests), guess.text())
-    result = run_on_device(device, args.model, options, on_event=progress,
-                           timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
+    with _data(args, options, device) as options:
+        result = run_on_device(device, args.model, options, on_event=progress,
+                               timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())
     if args.json:
         from dashboard.cli.common import print_json
 
@@ -122,6 +131,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(report_lines(result)))
     return 0
+
+
+@contextlib.contextmanager
+def _data(args: argparse.Namespace, options: TimelineOptions, device: Device):
+    """``options`` with ``--data``'s samples as the requests' inputs (saved for the worker, read and
+    checked here first: a bad file is one line before any session); unchanged without it."""
+    data, preprocess, limit = DATA.parse(args, args.model)
+    if data is None:
+        yield options
+        return
+    if not device.is_local:
+        raise UserError("--data runs timelines on this machine only for now: the data set is not sent to a device")
+    from dashboard.accuracy.run import dataset_for, settings_for_data
+    from dashboard.runtime import scratch
+
+    options, _ = settings_for_data(args.model, options, data, preprocess)  # its shapes fix the open dimensions
+    _, _, dataset = dataset_for(args.model, options, data, preprocess=preprocess, limit=limit)
+    with scratch.folder("qbl-timeline-data-") as folder:
+        dataset.save(folder / "data.npz")
+        yield dataclasses.replace(options, inputs=str(folder / "data.npz"),
+                                  inputs_label=f"{len(dataset)} sample(s) of {dataset.source}")
 
 
 def _estimate(model: str, options: TimelineOptions, hardware: str):
@@ -148,7 +178,8 @@ def report_lines(result: TimelineRun) -> list[str]:
     paced = result.workload.get("after_swap")
     lines += [f"workload: {result.workload.get('requests')} requests at {result.workload.get('rate')}/s, "
               f"{result.workload.get('concurrency')} at a time"
-              + (f" (paced until {paced} arrived after the migration's swap)" if paced else ""), ""]
+              + (f" (paced until {paced} arrived after the migration's swap)" if paced else ""),
+              f"inputs: {result.workload.get('inputs', 'generated')}", ""]
     header = f"{'strategy':<30} {'1st answer':>10} {'swap at':>9} {'p50 before':>10} {'p50 after':>10} " \
              f"{'p99':>9} {'req/s':>7} {'failed':>6}"
     lines.append(header)

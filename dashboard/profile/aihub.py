@@ -153,7 +153,8 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
     runs = summary.get("all_inference_times")
     return Profile(model=Path(graph.path).name, runs=len(runs) if isinstance(runs, list) and runs else 1,
                    warmup=0, backends=backends, nodes=with_shares(list(rows.values()), backends),
-                   unmatched=unmatched, source="imported", summary=figures)
+                   unmatched=unmatched, source="imported", summary=figures,
+                   data="AI Hub's own inputs (the profile job's)")
 
 
 def _cycles(layer: dict) -> float | None:

@@ -83,13 +83,16 @@ class Session:
 
 def profiled_session(prepared, config, folder: Path, runs: int, warmup: int,
                      on_run: Callable[[int, int], None] | None = None,
-                     before_runs: Callable[[], object] | None = None) -> Session:
+                     before_runs: Callable[[], object] | None = None,
+                     samples: list[dict] | None = None) -> Session:
     """Create the session (QNN profiling for a QNN backend, ORT's profiler always), run it
     ``warmup + runs`` times on generated inputs, release it. A session that fails to build or
     run is a ``UserError`` with the runtime's message. ``optrace`` that this QAIRT refuses is run
     at ``detailed`` (said in the notes). ``on_run(done, total)`` after each run (progress);
     ``before_runs()`` once the session exists, before the first run: work that may overlap the
-    compile but must not share the CPU with the timed runs (the CPU EP's µs are wall time)."""
+    compile but must not share the CPU with the timed runs (the CPU EP's µs are wall time).
+    ``samples``: the user's data (``--data``), run in turn (run i takes sample i mod N); None:
+    one set of generated inputs, as the figures then say."""
     from dashboard.runtime.qnn import create_session, random_inputs
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -115,9 +118,9 @@ def profiled_session(prepared, config, folder: Path, runs: int, warmup: int,
     try:
         if before_runs is not None:
             before_runs()
-        feeds = random_inputs(handle.session, config.dims)
+        pool = samples or [random_inputs(handle.session, config.dims)]
         for done in range(1, warmup + runs + 1):
-            handle.session.run(None, feeds)
+            handle.session.run(None, pool[(done - 1) % len(pool)])
             if on_run is not None:
                 on_run(done, warmup + runs)
     except UserError:
@@ -327,6 +330,7 @@ def run(args: ProfileArgs, emit: Emit) -> Profile:
     emit(Stage("reading model", 0.02))
     prepared = prepare(args.path, dict(args.input_shapes))
     base = args.config.replace(backend="htp")
+    samples = _samples(args)
     scratch.sweep(SCRATCH_PREFIX)
     workdir = scratch.make(SCRATCH_PREFIX)
     pool = ThreadPoolExecutor(max_workers=1)
@@ -337,11 +341,11 @@ def run(args: ProfileArgs, emit: Emit) -> Profile:
         backends: dict[str, BackendProfile] = {}
         nodes: list[NodeCost] = []
         if "htp" in args.backends:
-            _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit)
+            _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit, samples)
         else:
-            _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, None)
+            _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, None, samples)
         if "gpu" in args.backends:
-            _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit)
+            _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit, samples)
         emit(Stage("done", 1.0))
         return Profile(model=Path(args.path).name, runs=args.runs, warmup=args.warmup, backends=backends,
                        nodes=with_shares(nodes, backends), settings=args.config.to_json(), runtime=versions(),
@@ -351,17 +355,27 @@ def run(args: ProfileArgs, emit: Emit) -> Profile:
         scratch.remove(workdir)
 
 
-def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit) -> None:
+def _samples(args) -> list[dict] | None:
+    """The data set the dashboard saved for ``--data`` (``accuracy.data.Dataset.save``), read and
+    checked as every file crossing processes is; None: generated inputs."""
+    if not args.data:
+        return None
+    from dashboard.accuracy.data import load_saved
+
+    return load_saved(args.data).samples
+
+
+def _profile_htp(prepared, base, args, workdir, graphs, backends, nodes, emit, samples=None) -> None:
     hardware = hardware_of("htp", base.soc)
     emit(Stage(f"creating the HTP session and profiling {args.runs} run(s)", 0.1, "htp"))
     graphs = graphs if isinstance(graphs, MappedGraphs) else MappedGraphs(graphs, prepared)
     try:
         session = profiled_session(prepared, base, workdir / "htp", args.runs, args.warmup,
-                                   _progress(emit, "htp", args.warmup), before_runs=graphs.build)
+                                   _progress(emit, "htp", args.warmup), before_runs=graphs.build, samples=samples)
     except UserError as exc:
         backends["htp"] = _failed("htp", hardware, str(exc), [])
         _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes,
-                          "the whole model, on the CPU EP: the HTP session failed")
+                          "the whole model, on the CPU EP: the HTP session failed", samples)
         return
     emit(Stage("reading QNN's profile", 0.8, "htp"))
     mapped = graphs()
@@ -385,12 +399,13 @@ def _progress(emit: Emit, backend: str, warmup: int) -> Callable[[int, int], Non
     return on_run
 
 
-def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, note: str | None) -> None:
+def _profile_cpu_only(prepared, base, args, workdir, graphs, backends, nodes, note: str | None,
+                      samples=None) -> None:
     hardware = hardware_of("cpu", None)
     graphs = graphs if isinstance(graphs, MappedGraphs) else MappedGraphs(graphs, prepared)
     try:
         session = profiled_session(prepared, base.replace(backend="cpu", provider_options={}),
-                                   workdir / "cpu", args.runs, args.warmup, before_runs=graphs.build)
+                                   workdir / "cpu", args.runs, args.warmup, before_runs=graphs.build, samples=samples)
     except UserError as exc:
         backends["cpu"] = _failed("cpu", hardware, str(exc), [])
         return
@@ -408,7 +423,7 @@ def _refine(prepared, base, workdir, graphs: Graphs) -> Callable[[], Graphs] | N
     return lambda: model_graphs(prepared, base, str(workdir), level=base.optimization_level)
 
 
-def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit) -> None:
+def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit, samples=None) -> None:
     from dashboard.partition.measure import probe_gpu_cached
 
     hardware = hardware_of("gpu", base.soc)
@@ -420,7 +435,7 @@ def _profile_gpu(prepared, base, args, workdir, graphs, backends, nodes, emit) -
         return
     try:
         session = profiled_session(prepared, base.replace(backend="gpu", fp16=False), workdir / "gpu",
-                                   args.runs, args.warmup)
+                                   args.runs, args.warmup, samples=samples)
     except UserError as exc:
         backends["gpu"] = BackendProfile(status="failed", hardware=hardware, unit="us", reason=str(exc))
         return

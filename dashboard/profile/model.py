@@ -164,6 +164,7 @@ class Profile(Record):
     runtime: dict[str, str | None] = field(default_factory=dict)
     seconds: float = 0.0
     summary: list[Figure] = field(default_factory=list)  # whole-model figures (AI Hub's estimated inference time, ...)
+    data: str = "random inputs"  # what the runs ran on: "random inputs" or "N sample(s) of SOURCE" (--data)
     schema: str = SCHEMA
 
     def __post_init__(self) -> None:

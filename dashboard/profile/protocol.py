@@ -26,6 +26,7 @@ class ProfileArgs(Record):
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     runs: int = DEFAULT_RUNS
     warmup: int = DEFAULT_WARMUP
+    data: str | None = None  # a saved data set (accuracy.data.Dataset.save) on the worker's host: the runs' inputs
 
     def __post_init__(self) -> None:
         check_runs(self.runs, self.warmup)

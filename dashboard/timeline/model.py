@@ -100,7 +100,8 @@ class TimelineOptions(Settings):
     policy: str = "always"  # "if_faster": see dashboard.timeline.migration (one meaning for the API and the runner)
     warmup_runs: int = 3
     shared_memory: bool = False
-    inputs: str | None = None  # .npz with one array per model input, on the worker's host
+    inputs: str | None = None  # .npz with one array per model input, or a saved data set (--data), on the worker's host
+    inputs_label: str | None = None  # what ``inputs`` holds, in the record's words ("8 sample(s) of images/")
     atol: float = DEFAULT_ATOL
     rtol: float = DEFAULT_RTOL
     qnn_profiling: bool = True  # QNN basic profiling gives the finalize phase of the Gantt

@@ -56,6 +56,7 @@ Emit = Callable[[ProgressEvent], None]
 BACKEND_LABELS = {"cpu": "CPU EP", "gpu": "QNN GPU", "htp": "QNN HTP"}
 NO_GPU_LABEL = "CPU EP (no QNN GPU on this host)"
 INPUT_POOL = 4  # distinct input sets, cycled by request id, so outputs can be compared per input
+DATA_POOL = 32  # the user's samples (--data) kept at most: each has its CPU reference computed first
 SHARED_MEMORY_RUNS = 10
 SCRATCH_PREFIX = "qnn-lab-timeline-"  # + worker pid + "-": see runtime.scratch
 FIRST_ANSWER_WAIT_S = 10.0  # the target's compile waits at most this long for the fast session's first answer
@@ -232,7 +233,8 @@ class Runner:
             device={}, model=self.model, options=self.options.to_json(),
             workload={"requests": self.count, "rate": self.options.rate, "after_swap": self.options.after_swap,
                       "concurrency": self.options.concurrency, "input_sets": len(self.inputs),
-                      "inputs": self.options.inputs or "generated from the model's input specs", "dims": self.dims},
+                      "inputs": self.options.inputs_label or self.options.inputs or "generated from the model's "
+                      "input specs (random inputs)", "dims": self.dims},
             strategies=strategies, fast=self.fast,
             target={"backend": self.options.target, "label": BACKEND_LABELS[self.options.target],
                     **({"context_bytes": self.context_bytes} if self.context_bytes is not None else {})},
@@ -288,10 +290,29 @@ class Runner:
         folder = str(Path(self.model).resolve().parent)
         return config.replace(session_config={**config.session_config, EXTERNAL_DATA_FOLDER: folder})
 
+    def _saved_inputs(self) -> list[dict[str, np.ndarray]] | None:
+        """The samples of a data set ``--data`` saved (``accuracy.data.Dataset.save``), requests
+        taking them in turn; None when ``inputs`` is a plain .npz (one array per input)."""
+        from dashboard.accuracy.data import META_KEY, load_saved
+
+        try:
+            loaded = np.load(self.options.inputs, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return None  # said by the plain reader's own error
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            return None
+        with loaded:
+            if META_KEY not in loaded.files:
+                return None
+        return load_saved(self.options.inputs).samples[:DATA_POOL]
+
     def _load_inputs(self, reference: SessionHandle) -> list[dict[str, np.ndarray]]:
         session = reference.session
         if not self.options.inputs:
             return [random_inputs(session, self.dims, seed) for seed in range(min(INPUT_POOL, self.options.requests))]
+        saved = self._saved_inputs()
+        if saved is not None:
+            return saved
         try:
             loaded = np.load(self.options.inputs, allow_pickle=False)
             if not isinstance(loaded, np.lib.npyio.NpzFile):  # a single .npy array has no input names
