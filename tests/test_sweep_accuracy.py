@@ -197,3 +197,17 @@ def test_a_sweep_of_quantize_cells_and_its_accuracy_gate(zoo):
     assert loose.returncode == 0 and "gate: passed" in loose.stdout
     again = cli("sweep", str(zoo / "u8.toml"), "--out", str(zoo / "u8"), "--json")  # resumed: nothing reruns
     assert json.loads(again.stdout)["cells"][0]["elapsed_s"] == json.loads(done.stdout)["cells"][0]["elapsed_s"]
+
+
+def test_the_sweep_pages_matrix_says_an_accuracy_cells_figures():
+    """The matrix cell's text comes from the index row: the SQNR, the lifted tensors, the cycles
+    ratio, and random inputs said."""
+    from dashboard.sweep.store import index_row
+    from dashboard.views.sweep import _part
+
+    row = index_row(result(41.25, analysis="quantize"), "cells/x.json")
+    row["acc_sqnr_db"] = 37.5  # the quantize cell's main comparison is the QDQ model's (none in this fixture)
+    text = _part(type("Row", (), row)())
+    assert text.startswith("QDQ 37.5 dB") and "1 lifted" in text and "1.10× float cycles" in text
+    plain = _part(type("Row", (), index_row(result(41.25, data="random inputs"), "cells/y.json"))())
+    assert plain == "fp16 41.2 dB (random inputs)"
