@@ -63,7 +63,7 @@ def failing_graphs():
 
 
 def test_a_pre_partition_graph_that_fails_is_a_note_not_the_htps_failure(monkeypatch, tmp_path):
-    def session(prepared, config, folder, runs, warmup, on_run=None, before_runs=None):
+    def session(prepared, config, folder, runs, warmup, on_run=None, before_runs=None, samples=None):
         if before_runs is not None:
             before_runs()  # where the real one calls it: inside its try, a UserError is "the session failed"
         return Session()

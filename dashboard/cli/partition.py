@@ -97,6 +97,8 @@ def data_settings(args: argparse.Namespace) -> tuple[Settings | None, list[str]]
     partition of the shapes the model will really run at), the data checked against the inputs;
     (None, []) without ``--data``. What the partition depends on is the graph and its shapes, never
     the values, so the values are not run here: ``accuracy`` runs them."""
+    if not hasattr(args, "data"):  # a Namespace a caller built with the partition options only
+        return None, []
     data, preprocess, _ = DATA.parse(args, args.model)
     if data is None:
         return None, []
@@ -113,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         print(model_snippet(args.model, options_from_args(args), args.snippet), end="")
         return 0
     settings, notes = data_settings(args)
-    report = analyze_from_args(args, quiet=args.json, settings=settings)
+    report = (analyze_from_args(args, quiet=args.json) if settings is None
+              else analyze_from_args(args, quiet=args.json, settings=settings))
     report.notes += notes
     from dashboard.partition.analysis import worded  # imported once the worker has started (see above)
     from dashboard.runtime.knobs import CLI, words
