@@ -522,11 +522,12 @@ def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSp
                         if out is not None:
                             return _KvPair(spec, out, f"{node.op_type} '{node.name}' reads it and writes "
                                                       f"'{out.name}'", node)
-                if node.op_type in CACHE_UPDATE_OPS and node.outputs:
+                copy = node.op_type == "Concat" and len(node.inputs) == 1  # an identity (TorchScript's cache copy)
+                if node.op_type in CACHE_UPDATE_OPS and node.outputs and not copy:
                     out = _to_output(index, outputs, node.outputs[0])
                     if out is not None:
                         return _KvPair(spec, out, f"'{out.name}' = {node.op_type} '{node.name}'(past, new)")
-                if node.op_type in CACHE_PASS:
+                if node.op_type in CACHE_PASS or copy:
                     next_frontier.extend(o for o in node.outputs if o)
         frontier = next_frontier
     return None
@@ -585,6 +586,9 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], int_inputs: set[str
 
 
 POSITION_PASS = RANGE_PASS | {"Transpose"}
+# Ops that pick values out of their data (input 0) by index: a gathered position is still a position
+# (torch.export's vmapped mask functions gather the query's and the key's position out of one grid).
+POSITION_GATHER = frozenset({"Gather", "GatherND", "GatherElements"})
 STOP_PASS = frozenset({"Reshape", "Sigmoid", "Add", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Cast", "Identity",
                        "Slice"})
 
@@ -592,7 +596,9 @@ STOP_PASS = frozenset({"Reshape", "Sigmoid", "Add", "Squeeze", "Unsqueeze", "Fla
 def _position_origin(index: _Index, name: str, int_inputs: set[str], max_hops: int = 5) -> tuple[str, str] | None:
     """(kind, description) of the positions a compared tensor is laid out from: a Range (torch's
     arange, every exporter), a CumSum (positions counted from the attention mask), or an integer
-    graph input (``position_ids``), reached through unsqueezes, expands, transposes and offsets. A
+    graph input (``position_ids``), reached through unsqueezes, expands, transposes and offsets, and
+    through the data of a gather (the vmapped mask functions of torch.export pick the query's and
+    the key's position out of one positions grid with GatherND). A
     causal mask compares the same kind of positions on both sides (query rows against key
     columns); a padding mask compares positions with lengths, a sliding window a distance with a
     constant."""
@@ -609,6 +615,9 @@ def _position_origin(index: _Index, name: str, int_inputs: set[str], max_hops: i
                 return node.op_type, f"{node.op_type} '{node.name}'"
             if node.op_type in POSITION_PASS:
                 next_frontier += [i for i in node.inputs if i and i not in seen and not seen.add(i)]
+            elif node.op_type in POSITION_GATHER and node.inputs and node.inputs[0] not in seen:
+                seen.add(node.inputs[0])
+                next_frontier.append(node.inputs[0])
         frontier = next_frontier[:32]
     return None
 
