@@ -78,6 +78,7 @@ DENSE_INPUT_SCORE = 10.0
 CLASSICAL_ML_SCORE = 10.0
 TEXT_ENCODER_SCORE = 10.0
 POOLED_EMBEDDING_SCORE = 10.0
+SEQUENCE_CLASSIFIER_SCORE = 10.0
 CNN_STRUCTURE_SCORE = 4.0  # two conv layers; each further conv adds CNN_DEPTH_STEP up to CNN_MAX_SCORE
 CNN_DEPTH_STEP = 0.5
 CNN_MAX_SCORE = 10.0
@@ -800,6 +801,42 @@ def _cross_attention_past(inputs: list[TensorSpec], kv_pairs: list[_KvPair], ski
     return found
 
 
+# Ops between an integer sequence and the first layer that reads it as a signal: a cast to float
+# and scaling (SIGNAL_PASS), or a one-hot encoding (OneHot, or the ids compared for equality with
+# every value, which is how torch.export lowers ``one_hot``).
+SEQUENCE_READ_PASS = SIGNAL_PASS | frozenset({"OneHot", "Equal"})
+SEQUENCE_LAYERS = CONV_OPS | DENSE_OPS
+
+
+def _sequence_classifier(model: ModelGraph, index: _Index, text: _Text, decoder: bool) -> list[str]:
+    """An integer sequence ([batch, length]: bytes, nucleotides, residues) read as a signal by a conv
+    or dense layer, through a cast to float, a one-hot encoding or an embedding over an alphabet
+    (at most ``SEGMENT_VOCAB_MAX`` rows, where no token stream exists), and a class output ([batch,
+    classes]) computed from it. No vocabulary is embedded, so nothing can be generated over it; with
+    no decoder structure either, the sequence is being classified. (Token ids embedded over a
+    vocabulary are judged by the text-encoder and pooled-embedding rules.)"""
+    if decoder or text.streams:
+        return []
+    alphabets = {e.input.name: e for e in text.embeddings if e.rows <= SEGMENT_VOCAB_MAX}
+    evidence = []
+    for spec in model.inputs:
+        if spec.elem_type not in INT_TYPES or spec.shape is None or len(spec.shape) != 2:
+            continue
+        start = alphabets[spec.name].node.outputs[0] if spec.name in alphabets else spec.name
+        layer, _ = _forward(index, start, SEQUENCE_LAYERS, SEQUENCE_READ_PASS, max_hops=6)
+        if layer is None:
+            continue
+        reached = _reach(index, [spec.name])
+        classes = [o for o in model.outputs if o.name in reached and o.elem_type in FLOAT_TYPES
+                   and o.shape is not None and len(o.shape) == 2 and isinstance(o.shape[1], int)]
+        if classes:
+            how = (f"embedded over a {alphabets[spec.name].rows}-symbol alphabet" if spec.name in alphabets
+                   else "read as a signal")
+            evidence.append(f"integer sequence {_spec_text(spec)} {how} by {layer.op_type} '{layer.name}', and "
+                            f"class output {_spec_text(classes[0])}")
+    return evidence
+
+
 def _pooled_outputs(model: ModelGraph, index: _Index, text: _Text) -> list[str]:
     """Outputs with one vector per sequence ([batch, width], width fixed and not a vocabulary)
     computed from the token ids, in a model with no output over its vocabulary."""
@@ -1228,6 +1265,12 @@ def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text
              description="an output with one vector per sequence ([batch, width]) computed from the token ids, and "
                          "no output over the token vocabulary: a text encoder's pooled or projected embedding "
                          "(CLIP, sentence embedders), even with a causal mask")
+    sequence = _sequence_classifier(model, index, text, decoder or bool(text.logit_outputs))
+    card.add(name="sequence_classifier", side="non_genai", weight=SEQUENCE_CLASSIFIER_SCORE, evidence=sequence,
+             gist=f"{sequence[0].split(' by ')[0]} and a class output: a sequence classifier" if sequence else "",
+             description="an integer [batch, length] sequence (bytes, nucleotides, residues) read by a conv or dense "
+                         "layer through a cast, a one-hot encoding or an alphabet embedding (no token vocabulary), "
+                         "and a [batch, classes] output, with no decoder structure: a sequence classifier")
     card.add(name="image_input", side="non_genai", weight=IMAGE_CONV_SCORE, evidence=found.image_conv,
              gist=f"an {found.image_conv[0].split(' feeds ')[0]} feeding a conv" if found.image_conv else "",
              description="float [B, C, H, W] or [B, H, W, C] input with C in 1/3/4 (symbolic H, W count) reaching a "
