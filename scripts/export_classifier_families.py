@@ -26,7 +26,7 @@ patterns are built with onnx.helper by ``scripts/build_classifier_families.py``.
 Issue 28 (exported with torch 2.13.0+cpu, transformers 5.25.0, onnx 1.23.2, onnxscript 0.7.2;
 rebuild them with ``--only`` so issue 20's files keep their exporter versions):
 
-1. decoder-only LMs: Llama, Qwen2, Mistral, Phi, GPT-2 and Gemma from tiny random configs, each
+1. decoder-only LMs: Llama, Qwen2, Mistral, Phi, GPT-2, Gemma and Phi-3 from tiny random configs, each
    exported four ways: dynamo and TorchScript, without a cache (token ids only) and with a flat
    KV cache (``hf_<arch>_<exporter>_<ids_only|cache>.onnx``);
 2. classifiers over sequences: file-type detectors over 2,048 raw bytes (embedding, cast to a
@@ -581,7 +581,7 @@ def torch_exports() -> None:
 
 # -- issue 28: decoder-only LMs across architectures and exporters, with and without a cache --------
 
-LM_ARCHITECTURES = ("llama", "qwen2", "mistral", "phi", "gpt2", "gemma")
+LM_ARCHITECTURES = ("llama", "qwen2", "mistral", "phi", "gpt2", "gemma", "phi3")
 
 
 def lm_config(arch: str):
@@ -594,6 +594,9 @@ def lm_config(arch: str):
         return tf.GPT2Config(n_embd=D, n_layer=2, n_head=2, n_positions=64, vocab_size=VOCAB)
     if arch == "phi":
         return tf.PhiConfig(hidden_size=D, intermediate_size=64, **common)
+    if arch == "phi3":  # a sliding-window cache, like Mistral's
+        return tf.Phi3Config(hidden_size=D, intermediate_size=64, num_key_value_heads=1, sliding_window=8,
+                             pad_token_id=0, **common)
     if arch == "gemma":
         return tf.GemmaConfig(hidden_size=D, intermediate_size=64, head_dim=16, num_key_value_heads=1, **common)
     cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "mistral": tf.MistralConfig}[arch]

@@ -131,7 +131,9 @@ FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub
 # Ops that pick the next token, and the output slot of its id: greedy (ArgMax, TopK) or sampled.
 PICK_OUTPUT = {"ArgMax": 0, "TopK": 1, "Multinomial": 0}
 STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
-CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
+# A sliding-window cache (Mistral's) keeps the last window of positions: Slice is a cache op too.
+CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear", "Slice"})
+CACHE_HOPS = 3  # past -> a copy or a window -> the update
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
                          "LogSoftmax", "Slice", "Gather", "Div", "Mul", "Tanh"})
 RANGE_PASS = frozenset({"Unsqueeze", "Reshape", "Add", "Sub", "Cast", "Expand", "Slice", "Squeeze", "Mul"})
@@ -511,7 +513,7 @@ def _kv_pairs(model: ModelGraph, index: _Index, inputs: list[TensorSpec], token_
 def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSpec) -> _KvPair | None:
     """present = concat/scatter(past, new), or an attention op that reads past and writes present."""
     frontier = [spec.name]
-    for _ in range(2):
+    for _ in range(CACHE_HOPS):
         next_frontier = []
         for name in frontier:
             for node in index.consumers.get(name, ()):
@@ -535,14 +537,16 @@ def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSp
 
 
 def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> TensorSpec | None:
-    for _ in range(3):
-        if name in outputs:
-            return outputs[name]
-        nxt = [n for n in index.consumers.get(name, ()) if n.op_type in CACHE_PASS and n.outputs]
-        if len(nxt) != 1:
-            return None
-        name = nxt[0].outputs[0]
-    return outputs.get(name)
+    """The graph output ``name`` becomes through at most three cache ops (casts, layout, a window),
+    whichever branch gets there: the updated cache is also read by the attention."""
+    frontier = [name]
+    for _ in range(4):
+        hit = next((outputs[n] for n in frontier if n in outputs), None)
+        if hit is not None:
+            return hit
+        frontier = [out for n in frontier for node in index.consumers.get(n, ())
+                    if node.op_type in CACHE_PASS for out in node.outputs[:1] if out][:16]
+    return None
 
 
 def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], int_inputs: set[str]) -> list[str]:
