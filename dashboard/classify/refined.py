@@ -131,8 +131,11 @@ FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub
 # Ops that pick the next token, and the output slot of its id: greedy (ArgMax, TopK) or sampled.
 PICK_OUTPUT = {"ArgMax": 0, "TopK": 1, "Multinomial": 0}
 STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
-# A sliding-window cache (Mistral's) keeps the last window of positions: Slice is a cache op too.
-CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear", "Slice"})
+CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
+# A sliding-window cache (Mistral's, Phi-3's) keeps a window of its positions: on a past with a
+# length axis (symbolic: it grows with the text) a Slice is a cache op too. A fixed-width rolling
+# window (Mamba's conv state) is a step state, judged by the step-decoder rule.
+WINDOW_CACHE_PASS = CACHE_PASS | {"Slice"}
 CACHE_HOPS = 3  # past -> a copy or a window -> the update
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
                          "LogSoftmax", "Slice", "Gather", "Div", "Mul", "Tanh"})
@@ -512,6 +515,8 @@ def _kv_pairs(model: ModelGraph, index: _Index, inputs: list[TensorSpec], token_
 
 def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSpec) -> _KvPair | None:
     """present = concat/scatter(past, new), or an attention op that reads past and writes present."""
+    passing = WINDOW_CACHE_PASS if spec.shape is not None and any(not isinstance(d, int) for d in spec.shape[1:]) \
+        else CACHE_PASS
     frontier = [spec.name]
     for _ in range(CACHE_HOPS):
         next_frontier = []
@@ -521,22 +526,23 @@ def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSp
                 for past_slot, present_slot in slots or ():
                     if len(node.inputs) > past_slot and node.inputs[past_slot] == name \
                             and len(node.outputs) > present_slot:
-                        out = _to_output(index, outputs, node.outputs[present_slot])
+                        out = _to_output(index, outputs, node.outputs[present_slot], passing)
                         if out is not None:
                             return _KvPair(spec, out, f"{node.op_type} '{node.name}' reads it and writes "
                                                       f"'{out.name}'", node)
                 copy = node.op_type == "Concat" and len(node.inputs) == 1  # an identity (TorchScript's cache copy)
                 if node.op_type in CACHE_UPDATE_OPS and node.outputs and not copy:
-                    out = _to_output(index, outputs, node.outputs[0])
+                    out = _to_output(index, outputs, node.outputs[0], passing)
                     if out is not None:
                         return _KvPair(spec, out, f"'{out.name}' = {node.op_type} '{node.name}'(past, new)")
-                if node.op_type in CACHE_PASS or copy:
+                if node.op_type in passing or copy:
                     next_frontier.extend(o for o in node.outputs if o)
         frontier = next_frontier
     return None
 
 
-def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> TensorSpec | None:
+def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str,
+               passing=CACHE_PASS) -> TensorSpec | None:
     """The graph output ``name`` becomes through at most three cache ops (casts, layout, a window),
     whichever branch gets there: the updated cache is also read by the attention."""
     frontier = [name]
@@ -545,7 +551,7 @@ def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> Tens
         if hit is not None:
             return hit
         frontier = [out for n in frontier for node in index.consumers.get(n, ())
-                    if node.op_type in CACHE_PASS for out in node.outputs[:1] if out][:16]
+                    if node.op_type in passing for out in node.outputs[:1] if out][:16]
     return None
 
 
