@@ -1,4 +1,4 @@
-"""Export the real architectures of issue 20's classifier families into ``tests/data/families/``
+"""Export the real architectures of issues 20's and 28's classifier families into ``tests/data/families/``
 (run once; the .onnx files are committed, tiny, randomly initialised, weights over 64 KiB stripped
 as ``scripts/fetch_zoo_models.py`` strips them: the classifiers read structure, not weights).
 
@@ -22,6 +22,17 @@ torch.export-based one (``dynamo=True``). The families (issue 20):
 plus negatives: a streaming speech encoder with cache pairs, a video matting model with 4-D
 recurrent states, and a non-autoregressive (FastSpeech-style) TTS model. The hand-written mask
 patterns are built with onnx.helper by ``scripts/build_classifier_families.py``.
+
+Issue 28 (exported with torch 2.13.0+cpu, transformers 5.25.0, onnx 1.23.2, onnxscript 0.7.2;
+rebuild them with ``--only`` so issue 20's files keep their exporter versions):
+
+1. decoder-only LMs: Llama, Qwen2, Mistral, Phi, GPT-2, Gemma and Phi-3 from tiny random configs, each
+   exported four ways: dynamo and TorchScript, without a cache (token ids only) and with a flat
+   KV cache (``hf_<arch>_<exporter>_<ids_only|cache>.onnx``);
+2. classifiers over sequences: file-type detectors over 2,048 raw bytes (embedding, cast to a
+   one-channel signal, one-hot), DNA and protein classifiers (one-hot or embedded nucleotides and
+   residues, convs or a bidirectional transformer) and intent / keyword classifiers over token
+   ids (bag of words, GRU, TextCNN).
 """
 
 from __future__ import annotations
@@ -568,6 +579,286 @@ def torch_exports() -> None:
            {"image": {0: "batch"}, "prev_token": {0: "batch"}, "hidden": {0: "batch"}})
 
 
+# -- issue 28: decoder-only LMs across architectures and exporters, with and without a cache --------
+
+LM_ARCHITECTURES = ("llama", "qwen2", "mistral", "phi", "gpt2", "gemma", "phi3")
+
+
+def lm_config(arch: str):
+    """A tiny random config of ``arch`` (2 layers, width 32, vocabulary 300; grouped KV heads where
+    the architecture has them)."""
+    import transformers as tf
+
+    common = dict(vocab_size=VOCAB, max_position_embeddings=64, num_hidden_layers=2, num_attention_heads=2)
+    if arch == "gpt2":
+        return tf.GPT2Config(n_embd=D, n_layer=2, n_head=2, n_positions=64, vocab_size=VOCAB)
+    if arch == "phi":
+        return tf.PhiConfig(hidden_size=D, intermediate_size=64, **common)
+    if arch == "phi3":  # a sliding-window cache, like Mistral's
+        return tf.Phi3Config(hidden_size=D, intermediate_size=64, num_key_value_heads=1, sliding_window=8,
+                             pad_token_id=0, **common)
+    if arch == "gemma":
+        return tf.GemmaConfig(hidden_size=D, intermediate_size=64, head_dim=16, num_key_value_heads=1, **common)
+    cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "mistral": tf.MistralConfig}[arch]
+    return cls(hidden_size=D, intermediate_size=64, num_key_value_heads=1, **common)
+
+
+def lm_model(arch: str):
+    import transformers as tf
+
+    torch.manual_seed(SEED)
+    return tf.AutoModelForCausalLM.from_config(lm_config(arch)).eval()
+
+
+class IdsToLogits(nn.Module):
+    """A causal LM called the way most users export it: token ids only, no mask input, no cache.
+    ``ones_mask``: pass an all-ones mask built in the graph (the TorchScript exporter cannot trace
+    transformers' packed-sequence check, ``aten::diff``, that runs when the mask is None)."""
+
+    def __init__(self, model: nn.Module, ones_mask: bool = False) -> None:
+        super().__init__()
+        self.model, self.ones_mask = model, ones_mask
+
+    def forward(self, input_ids):
+        mask = torch.ones_like(input_ids) if self.ones_mask else None
+        return self.model(input_ids=input_ids, attention_mask=mask, use_cache=False).logits
+
+
+class LogitsWithCache(nn.Module):
+    """A causal LM with a flat KV cache: ids, mask and every layer's past key and value in; logits
+    and the present key and value (one token longer) out."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, *past):
+        from transformers import DynamicCache
+
+        pairs = [(past[i], past[i + 1]) for i in range(0, len(past), 2)]
+        cache = DynamicCache(pairs, config=self.model.config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True)
+        present = []
+        for layer in out.past_key_values.layers:
+            present += [layer.keys, layer.values]
+        return (out.logits, *present)
+
+
+def issue28_lm_exports() -> None:
+    """Every architecture with both exporters, without a cache (ids only) and with one."""
+    ids = torch.randint(3, VOCAB, (2, 6))
+    batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("sequence", min=2, max=60)
+    for arch in LM_ARCHITECTURES:
+        export_dynamo(IdsToLogits(lm_model(arch)), (ids,), f"hf_{arch}_dynamo_ids_only.onnx", ["input_ids"],
+                      ["logits"], {"input_ids": {0: batch, 1: seq}})
+        export(IdsToLogits(lm_model(arch), ones_mask=True), (ids,), f"hf_{arch}_torchscript_ids_only.onnx", ["input_ids"], ["logits"],
+               {"input_ids": {0: "batch", 1: "sequence"}})
+        model = lm_model(arch)
+        config = model.config
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        past_len, layers = 3, config.num_hidden_layers
+        past = tuple(torch.randn(2, heads, past_len, head_dim) for _ in range(2 * layers))
+        step = torch.randint(3, VOCAB, (2, 1))
+        mask = torch.ones(2, past_len + 1, dtype=torch.int64)
+        names_in = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        names_out = [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"}}
+        axes |= {n: {0: "batch", 2: "past"} for n in names_in}
+        export(LogitsWithCache(model), (step, mask, *past), f"hf_{arch}_torchscript_cache.onnx",
+               ["input_ids", "attention_mask", *names_in], ["logits", *names_out], axes)
+        export_dynamo(LogitsWithCache(lm_model(arch)), (step, mask, *past), f"hf_{arch}_dynamo_cache.onnx",
+                      ["input_ids", "attention_mask", *names_in], ["logits", *names_out], None)
+
+
+# -- issue 28: classifiers over byte, nucleotide, residue and token sequences ----------------------
+
+BYTES, CLASSES = 2048, 12
+
+
+def _pool_head(width: int, classes: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(width, 64), nn.ReLU(), nn.Linear(64, classes))
+
+
+class ByteEmbedConv(nn.Module):
+    """A file-type detector (Magika-style input): 2,048 raw bytes as int64, an embedding of the 256
+    byte values, 1-D convs, global max pool, dense layers and a class softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(256, 16)
+        self.conv1, self.conv2 = nn.Conv1d(16, 32, 8, stride=4), nn.Conv1d(32, 32, 4, stride=2)
+        self.head = _pool_head(32, CLASSES)
+
+    def forward(self, content):
+        x = self.embed(content).transpose(1, 2)
+        x = fn.relu(self.conv2(fn.relu(self.conv1(x))))
+        return fn.softmax(self.head(x.amax(-1)), -1)
+
+
+class ByteCastConv(nn.Module):
+    """Raw bytes read as a one-channel signal: int32 [N, 2048] cast to float and scaled to [0, 1],
+    strided 1-D convs, mean pool, a class softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv1d(1, 16, 16, stride=8), nn.Conv1d(16, 32, 4, stride=2)
+        self.head = _pool_head(32, CLASSES)
+
+    def forward(self, content):
+        x = (content.float() / 255.0).unsqueeze(1)
+        x = fn.relu(self.conv2(fn.relu(self.conv1(x))))
+        return fn.softmax(self.head(x.mean(-1)), -1)
+
+
+class ByteOneHotDense(nn.Module):
+    """Bytes one-hot encoded (256 values), dense layers per position, pooled, a class softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(256, 32)
+        self.head = _pool_head(32, CLASSES)
+
+    def forward(self, content):
+        x = fn.gelu(self.proj(fn.one_hot(content, 256).float()))
+        return fn.softmax(self.head(x.mean(1)), -1)
+
+
+class DnaOneHotConv(nn.Module):
+    """A Basset/DeepSEA-style regulatory-sequence classifier: nucleotides (A, C, G, T, N) one-hot,
+    conv / pool stacks, a multi-label sigmoid head."""
+
+    def __init__(self, labels: int = 8) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv1d(5, 32, 11, padding=5), nn.Conv1d(32, 32, 7, padding=3)
+        self.head = _pool_head(32, labels)
+
+    def forward(self, sequence):
+        x = fn.one_hot(sequence, 5).float().transpose(1, 2)
+        x = fn.max_pool1d(fn.relu(self.conv1(x)), 4)
+        x = fn.relu(self.conv2(x)).amax(-1)
+        return torch.sigmoid(self.head(x))
+
+
+class DnaEmbedConv(nn.Module):
+    """A DNA classifier that embeds nucleotide ids (5 rows) instead of one-hot, then 1-D convs and
+    a softmax over classes (promoter / enhancer / ...)."""
+
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(5, 8)
+        self.conv1, self.conv2 = nn.Conv1d(8, 32, 9, padding=4), nn.Conv1d(32, 32, 5, padding=2)
+        self.head = _pool_head(32, classes)
+
+    def forward(self, sequence):
+        x = fn.relu(self.conv1(self.embed(sequence).transpose(1, 2)))
+        return fn.softmax(self.head(fn.relu(self.conv2(x)).mean(-1)), -1)
+
+
+class ProteinTransformer(nn.Module):
+    """A protein family classifier: residue ids (25 rows: 20 amino acids, rare ones, pad), a small
+    bidirectional transformer encoder, a CLS vector, a softmax over families."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.embed, self.pos = nn.Embedding(25, D), nn.Embedding(512, D)
+        layer = nn.TransformerEncoderLayer(D, 2, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(D, classes)
+
+    def forward(self, residues):
+        positions = torch.arange(residues.shape[1], device=residues.device).unsqueeze(0)
+        x = self.encoder(self.embed(residues) + self.pos(positions))
+        return fn.softmax(self.head(x[:, 0]), -1)
+
+
+class ProteinOneHotConv(nn.Module):
+    """A protein localisation classifier over one-hot residues (25 values) with dilated 1-D convs."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(25, 32, 5, padding=2)
+        self.conv2 = nn.Conv1d(32, 32, 3, padding=2, dilation=2)
+        self.head = _pool_head(32, classes)
+
+    def forward(self, residues):
+        x = fn.relu(self.conv1(fn.one_hot(residues, 25).float().transpose(1, 2)))
+        return fn.log_softmax(self.head(fn.relu(self.conv2(x)).amax(-1)), -1)
+
+
+class IntentBagOfWords(nn.Module):
+    """A fastText-style intent classifier: token ids, mean of their embeddings, one linear layer."""
+
+    def __init__(self, vocab: int = 1000, intents: int = 20) -> None:
+        super().__init__()
+        self.embed, self.out = nn.Embedding(vocab, D), nn.Linear(D, intents)
+
+    def forward(self, input_ids):
+        return fn.softmax(self.out(self.embed(input_ids).mean(1)), -1)
+
+
+class IntentGru(nn.Module):
+    """An intent classifier over token ids: embedding, bidirectional GRU, last states, softmax."""
+
+    def __init__(self, vocab: int = 1000, intents: int = 20) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, D)
+        self.gru = nn.GRU(D, D, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * D, intents)
+
+    def forward(self, input_ids):
+        _, hidden = self.gru(self.embed(input_ids))
+        return fn.softmax(self.out(torch.cat([hidden[0], hidden[1]], -1)), -1)
+
+
+class KeywordTextCnn(nn.Module):
+    """A Kim-style TextCNN keyword / spam classifier: token embeddings, parallel 1-D convs of widths
+    3, 4 and 5, max over time, a softmax over classes."""
+
+    def __init__(self, vocab: int = 1000, classes: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, D)
+        self.convs = nn.ModuleList(nn.Conv1d(D, 16, k) for k in (3, 4, 5))
+        self.out = nn.Linear(48, classes)
+
+    def forward(self, tokens):
+        x = self.embed(tokens).transpose(1, 2)
+        return fn.softmax(self.out(torch.cat([fn.relu(c(x)).amax(-1) for c in self.convs], -1)), -1)
+
+
+def issue28_sequence_exports() -> None:
+    """Byte, nucleotide / residue and token-id classifiers, each kind with both exporters."""
+    torch.manual_seed(SEED)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    length = torch.export.Dim("length", min=16, max=1024)
+    content = torch.randint(0, 256, (2, BYTES))
+    export(ByteEmbedConv(), (content,), "torch_bytes_embed_conv_filetype.onnx", ["content"], ["probabilities"],
+           {"content": {0: "batch"}})
+    export_dynamo(ByteCastConv(), (content.to(torch.int32),), "torch_bytes_cast_conv_filetype_dynamo.onnx",
+                  ["bytes"], ["scores"], ({0: batch},))
+    export(ByteOneHotDense(), (content,), "torch_bytes_onehot_dense_filetype.onnx", ["input_bytes"], ["probs"],
+           {"input_bytes": {0: "batch"}})
+    dna = torch.randint(0, 5, (2, 600))
+    export(DnaOneHotConv(), (dna,), "torch_dna_onehot_conv.onnx", ["sequence"], ["labels"],
+           {"sequence": {0: "batch", 1: "length"}})
+    export_dynamo(DnaEmbedConv(), (dna,), "torch_dna_embed_conv_dynamo.onnx", ["sequence"], ["probabilities"],
+                  ({0: batch, 1: length},))
+    residues = torch.randint(0, 25, (2, 120))
+    export(ProteinTransformer(), (residues,), "torch_protein_transformer.onnx", ["residues"], ["family"],
+           {"residues": {0: "batch", 1: "length"}})
+    export_dynamo(ProteinOneHotConv(), (residues,), "torch_protein_onehot_conv_dynamo.onnx", ["residues"],
+                  ["log_probs"], ({0: batch, 1: length},))
+    tokens = torch.randint(1, 1000, (2, 24))
+    export(IntentBagOfWords(), (tokens,), "torch_intent_bag_of_words.onnx", ["input_ids"], ["intent"],
+           {"input_ids": {0: "batch", 1: "sequence"}})
+    export_dynamo(IntentGru(), (tokens,), "torch_intent_gru_dynamo.onnx", ["input_ids"], ["intent"],
+                  ({0: batch, 1: length},))
+    export(KeywordTextCnn(), (tokens,), "torch_keyword_textcnn.onnx", ["tokens"], ["probabilities"],
+           {"tokens": {0: "batch", 1: "sequence"}})
+    export_dynamo(KeywordTextCnn(classes=6), (tokens,), "torch_keyword_textcnn_dynamo.onnx", ["tokens"],
+                  ["probabilities"], ({0: batch, 1: length},))
+
+
 def main(argv: list[str]) -> int:
     """Every export, or with ``--only NAME ...`` just those files."""
     global _ONLY
@@ -577,8 +868,10 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(SEED)
     torch.backends.mha.set_fastpath_enabled(False)  # the fused eval kernel has no ONNX export
     torch_exports()
+    issue28_sequence_exports()
     if _ONLY is None or any(name.startswith("hf_") for name in _ONLY):
         hf_exports()
+        issue28_lm_exports()
     return 0
 
 

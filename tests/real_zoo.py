@@ -10,7 +10,8 @@ One table, ``REAL_ZOO``: file, family, split, expected verdict. ``split`` is ``t
 models the refined rules were developed against and ``held-out`` for models that were only
 classified once the rules were frozen; the results table in ``docs/classifier_zoo.md`` reports
 both. Families follow issue 11's failure patterns, and then issue 20's (numbered ``[20.N]``); issue
-20's split was recorded here, and committed, before any of its rules was written.
+20's split was recorded here, and committed, before any of its rules was written; so was issue 28's
+(``[28.N]``: whole architectures held out, and one member of every kind of sequence classifier).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ CAPTIONER = "captioner: image stem + text decoder [20.5]"
 STATE_NEGATIVE = "negative: state in and out, no decoding [20]"
 NAR_TTS = "negative: non-autoregressive TTS [20]"
 WINDOW_NEGATIVE = "negative: positions compared, not causal [20]"
+# Issue 28's families.
+LM_ANY_EXPORTER = "decoder-only LM, dynamo and TorchScript, with and without a cache [28.1]"
+SEQUENCE_CLASSIFIER = "classifier over bytes, residues or tokens [28.2]"
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def _real(file: str, family: str, split: str, expected: str, package: str) -> Re
 
 
 def _family(file: str, family: str, split: str, expected: str) -> RealModel:
-    """An issue-20 member; its source says which exporter (or onnx.helper) made it."""
+    """An issue-20 or issue-28 member; its source says which exporter (or onnx.helper) made it."""
     exporter = "dynamo" if "dynamo" in file else "TorchScript"
     source = {"hf": f"transformers ({exporter})", "torch": f"torch ({exporter})", "built": "onnx.helper"}
     return RealModel(f"families/{file}", family, split, expected, source[file.split("_")[0]])
@@ -183,4 +187,50 @@ REAL_ZOO: list[RealModel] = [
     _family("torch_video_matting_states.onnx", STATE_NEGATIVE, HELD_OUT, NON_GENAI),
     _family("torch_fastspeech_nar_tts.onnx", NAR_TTS, HELD_OUT, NON_GENAI),
     _family("built_windowed_encoder.onnx", WINDOW_NEGATIVE, HELD_OUT, NON_GENAI),
+    # Issue 28: split into tuning and held-out before any of its rules was written. Decoder-only LMs:
+    # Llama, Qwen2 and GPT-2 tune, Mistral, Phi and Gemma are held out whole (each exported four ways).
+    _family("hf_llama_dynamo_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_llama_torchscript_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_llama_dynamo_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_llama_torchscript_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_qwen2_dynamo_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_qwen2_torchscript_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_qwen2_dynamo_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_qwen2_torchscript_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_gpt2_dynamo_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_gpt2_torchscript_ids_only.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_gpt2_dynamo_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_gpt2_torchscript_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_mistral_dynamo_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_mistral_torchscript_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_mistral_dynamo_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    # Held out until the rules froze: right (GenAI, margin 26), but its sliding-window cache (present =
+    # a window of concat(past, new)) went unpaired and read as a step state; the cache walk was widened
+    # to windows and the model moved to tuning. Phi-3 (sliding window too) joined held-out in its
+    # place, exported and classified once after that fix.
+    _family("hf_mistral_torchscript_cache.onnx", LM_ANY_EXPORTER, TUNING, GENAI),
+    _family("hf_phi_dynamo_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi_torchscript_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi_dynamo_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi_torchscript_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_gemma_dynamo_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_gemma_torchscript_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_gemma_dynamo_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_gemma_torchscript_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi3_dynamo_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi3_torchscript_ids_only.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi3_dynamo_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    _family("hf_phi3_torchscript_cache.onnx", LM_ANY_EXPORTER, HELD_OUT, GENAI),
+    # Sequence classifiers: every kind (bytes, nucleotides / residues, token ids) has members on both sides.
+    _family("torch_bytes_embed_conv_filetype.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_bytes_cast_conv_filetype_dynamo.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_dna_onehot_conv.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_protein_transformer.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_intent_bag_of_words.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_keyword_textcnn_dynamo.onnx", SEQUENCE_CLASSIFIER, TUNING, NON_GENAI),
+    _family("torch_bytes_onehot_dense_filetype.onnx", SEQUENCE_CLASSIFIER, HELD_OUT, NON_GENAI),
+    _family("torch_dna_embed_conv_dynamo.onnx", SEQUENCE_CLASSIFIER, HELD_OUT, NON_GENAI),
+    _family("torch_protein_onehot_conv_dynamo.onnx", SEQUENCE_CLASSIFIER, HELD_OUT, NON_GENAI),
+    _family("torch_intent_gru_dynamo.onnx", SEQUENCE_CLASSIFIER, HELD_OUT, NON_GENAI),
+    _family("torch_keyword_textcnn.onnx", SEQUENCE_CLASSIFIER, HELD_OUT, NON_GENAI),
 ]

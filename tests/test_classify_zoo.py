@@ -15,8 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 from dashboard.classify.refined import CONFIDENT_MARGIN, classify_refined
 from dashboard.classify.verdicts import GENAI, NON_GENAI, UNKNOWN, Classification, backend_for
 from dashboard.intake.reader import load_model
-from tests.real_zoo import (AR_TTS, CAPTIONER, CAUSAL_TEXT_ENCODER, DATA, DECODER_KV, LM_OTHER_MASK, NAR_TTS,
-                            NO_EVIDENCE, REAL_ZOO, SSM_LM, STATE_NEGATIVE, WINDOW_NEGATIVE)
+from tests.real_zoo import (AR_TTS, CAPTIONER, CAUSAL_TEXT_ENCODER, DATA, DECODER_KV, LM_ANY_EXPORTER, LM_OTHER_MASK,
+                            NAR_TTS, NO_EVIDENCE, REAL_ZOO, SEQUENCE_CLASSIFIER, SSM_LM, STATE_NEGATIVE,
+                            WINDOW_NEGATIVE)
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 LOOP_SIGNALS = ("causal_mask", "step_decoder", "greedy_feedback", "seq2seq_decoder", "frame_decoder")
@@ -197,6 +198,105 @@ def test_state_frames_or_positions_without_decoding_are_no_decoder(file):
     in one pass, positions compared for a window: none is a decoding loop."""
     result = refined(file)
     assert not any(fired(result, name) for name in (*LOOP_SIGNALS, "kv_cache_pairs", "image_to_text"))
+
+
+# issue 28's families: every member, chosen by family -------------------------------------------
+
+@pytest.mark.parametrize("file", members(LM_ANY_EXPORTER))
+def test_decoder_only_lms_are_decoders_whatever_the_exporter(file):
+    """Six architectures, dynamo and TorchScript, with and without a cache: without one the causal
+    mask (however the exporter builds it) and the vocabulary logits decide; with one every past is
+    paired with its present, none is mistaken for a cross-attention past."""
+    model, result = load_model(BY_FILE[file].path), refined(file)
+    assert result.verdict == GENAI and result.confidence == "confident", result.explanation
+    assert fired(result, "vocab_logits") and not fired(result, "text_encoder")
+    pasts = [spec.name for spec in model.inputs if spec.name.startswith("past_key_values")]
+    if pasts:
+        pairs = fired(result, "kv_cache_pairs")
+        assert len(pairs) == len(pasts) and not any("encoder half" in e for e in pairs), pairs
+    else:
+        assert fired(result, "causal_mask") and "a causal mask" in result.explanation
+
+
+@pytest.mark.parametrize("file", members(SEQUENCE_CLASSIFIER))
+def test_sequence_classifiers_are_classifiers(file):
+    """Bytes, nucleotides, residues or token ids in, a class output, no decoder structure: the class
+    head over the sequence is the evidence (read as a signal, or pooled from the embeddings)."""
+    result = refined(file)
+    assert result.verdict == NON_GENAI and result.confidence == "confident", result.explanation
+    assert fired(result, "sequence_classifier") or fired(result, "pooled_embedding")
+    assert not any(fired(result, name) for name in (*LOOP_SIGNALS, "kv_cache_pairs", "vocab_logits"))
+
+
+def test_sequence_classifier_fires_on_the_signal_reads_of_its_family():
+    """Every way a member reads its integers without a vocabulary (cast, OneHot, the dynamo
+    exporter's Equal-against-every-value one-hot, a nucleotide alphabet) is found on some member."""
+    evidence = [e for f in members(SEQUENCE_CLASSIFIER) for e in fired(refined(f), "sequence_classifier")]
+    assert any("read as a signal" in e for e in evidence) and len(evidence) >= 3
+
+
+def _int_sequence_model(tmp_path, one_hot: str, output_shape, name: str) -> Classification:
+    """ids [b, 64] -> one-hot (``OneHot`` or ``Equal`` against every value) -> MatMul -> ReduceMean
+    (or not) -> an output shaped ``output_shape``."""
+    values = numpy_helper.from_array(np.arange(4, dtype=np.int64), "values")
+    if one_hot == "OneHot":
+        nodes = [helper.make_node("OneHot", ["ids", "depth", "off_on"], ["hot"], name="onehot", axis=-1)]
+        inits = [numpy_helper.from_array(np.array(4, np.int64), "depth"),
+                 numpy_helper.from_array(np.array([0, 1], np.float32), "off_on")]
+    else:
+        nodes = [helper.make_node("Unsqueeze", ["ids", "last"], ["col"]),
+                 helper.make_node("Equal", ["col", "values"], ["eq"], name="eq"),
+                 helper.make_node("Cast", ["eq"], ["hot"], to=F)]
+        inits = [numpy_helper.from_array(np.array([-1], np.int64), "last")]
+    nodes.append(helper.make_node("MatMul", ["hot", "w"], ["h"], name="dense"))
+    if len(output_shape) == 2:
+        nodes.append(helper.make_node("ReduceMean", ["h"], ["y"], axes=[1], keepdims=0))
+    else:
+        nodes.append(helper.make_node("Identity", ["h"], ["y"]))
+    inits += [values, _weight("w", 4, 6)]
+    return _classify(tmp_path, nodes, [helper.make_tensor_value_info("ids", I64, ["b", 64])],
+                     [helper.make_tensor_value_info("y", F, output_shape)], inits, name)
+
+
+@pytest.mark.parametrize("one_hot", ["OneHot", "Equal"])
+def test_a_one_hot_sequence_with_a_class_output_is_a_classifier(tmp_path, one_hot):
+    result = _int_sequence_model(tmp_path, one_hot, ["b", 6], f"seq_{one_hot}")
+    assert any("read as a signal by MatMul 'dense'" in e for e in fired(result, "sequence_classifier"))
+    assert result.verdict == NON_GENAI and "a sequence classifier" in result.explanation
+
+
+def test_an_integer_sequence_without_a_class_output_is_no_sequence_classifier(tmp_path):
+    """One vector per position ([b, 64, 6]) is not a class output: the rule stays silent."""
+    result = _int_sequence_model(tmp_path, "Equal", ["b", 64, 6], "seq_per_position")
+    assert not fired(result, "sequence_classifier")
+
+
+def test_positions_gathered_from_one_grid_and_compared_are_a_causal_mask(tmp_path):
+    """torch.export's vmapped mask: the query's and the key's position gathered (GatherND) out of one
+    Range-built grid and compared; the same gather against a lengths input is a padding mask."""
+    def build(right: str, name: str) -> Classification:
+        nodes = [helper.make_node("Gather", ["wte", "input_ids"], ["x"], name="embed"),
+                 helper.make_node("Shape", ["input_ids"], ["shape"], start=1, end=2),
+                 helper.make_node("Squeeze", ["shape"], ["seq"]),
+                 helper.make_node("Range", ["zero", "seq", "one"], ["positions"], name="arange"),
+                 helper.make_node("Unsqueeze", ["positions", "axis0"], ["grid"]),
+                 helper.make_node("GatherND", ["grid", "q_index"], ["q_pos"], name="q_gather"),
+                 helper.make_node("GatherND", [right, "k_index"], ["k_pos"], name="k_gather"),
+                 helper.make_node("LessOrEqual", ["k_pos", "q_pos"], ["allowed"], name="mask"),
+                 helper.make_node("Where", ["allowed", "x", "neg"], ["masked"], name="apply")]
+        index = np.zeros((1, 1, 2), np.int64)
+        inits = [_weight("wte", 300, 8), numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                 numpy_helper.from_array(np.array(1, np.int64), "one"),
+                 numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+                 numpy_helper.from_array(index, "q_index"), numpy_helper.from_array(index, "k_index"),
+                 numpy_helper.from_array(np.array(-1e9, np.float32), "neg")]
+        inputs = [helper.make_tensor_value_info("input_ids", I64, ["b", "s"]),
+                  helper.make_tensor_value_info("lengths", I64, [1, "b"])]
+        return _classify(tmp_path, nodes, inputs, [helper.make_tensor_value_info("masked", F, None)], inits, name)
+
+    causal = fired(build("grid", "gathered_causal"), "causal_mask")
+    assert any("compares positions from Range 'arange' and Range 'arange'" in e for e in causal)
+    assert not fired(build("lengths", "gathered_padding"), "causal_mask")
 
 
 def test_explanation_names_the_step_decoder_evidence():

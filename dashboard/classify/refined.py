@@ -78,6 +78,7 @@ DENSE_INPUT_SCORE = 10.0
 CLASSICAL_ML_SCORE = 10.0
 TEXT_ENCODER_SCORE = 10.0
 POOLED_EMBEDDING_SCORE = 10.0
+SEQUENCE_CLASSIFIER_SCORE = 10.0
 CNN_STRUCTURE_SCORE = 4.0  # two conv layers; each further conv adds CNN_DEPTH_STEP up to CNN_MAX_SCORE
 CNN_DEPTH_STEP = 0.5
 CNN_MAX_SCORE = 10.0
@@ -131,6 +132,11 @@ FEEDBACK_PASS = INDEX_PASS | frozenset({"Concat", "Expand", "Where", "Add", "Sub
 PICK_OUTPUT = {"ArgMax": 0, "TopK": 1, "Multinomial": 0}
 STATE_VISIT_LIMIT = 4096  # tensors visited when proving a state input reaches its output
 CACHE_PASS = frozenset({"Cast", "Transpose", "Reshape", "Identity", "DequantizeLinear", "QuantizeLinear"})
+# A sliding-window cache (Mistral's, Phi-3's) keeps a window of its positions: on a past with a
+# length axis (symbolic: it grows with the text) a Slice is a cache op too. A fixed-width rolling
+# window (Mamba's conv state) is a step state, judged by the step-decoder rule.
+WINDOW_CACHE_PASS = CACHE_PASS | {"Slice"}
+CACHE_HOPS = 3  # past -> a copy or a window -> the update
 LOGITS_PASS = frozenset({"Reshape", "Cast", "Identity", "Add", "Transpose", "Squeeze", "Unsqueeze", "Softmax",
                          "LogSoftmax", "Slice", "Gather", "Div", "Mul", "Tanh"})
 RANGE_PASS = frozenset({"Unsqueeze", "Reshape", "Add", "Sub", "Cast", "Expand", "Slice", "Squeeze", "Mul"})
@@ -509,8 +515,10 @@ def _kv_pairs(model: ModelGraph, index: _Index, inputs: list[TensorSpec], token_
 
 def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSpec) -> _KvPair | None:
     """present = concat/scatter(past, new), or an attention op that reads past and writes present."""
+    passing = WINDOW_CACHE_PASS if spec.shape is not None and any(not isinstance(d, int) for d in spec.shape[1:]) \
+        else CACHE_PASS
     frontier = [spec.name]
-    for _ in range(2):
+    for _ in range(CACHE_HOPS):
         next_frontier = []
         for name in frontier:
             for node in index.consumers.get(name, ()):
@@ -518,29 +526,33 @@ def _structural_kv(index: _Index, outputs: dict[str, TensorSpec], spec: TensorSp
                 for past_slot, present_slot in slots or ():
                     if len(node.inputs) > past_slot and node.inputs[past_slot] == name \
                             and len(node.outputs) > present_slot:
-                        out = _to_output(index, outputs, node.outputs[present_slot])
+                        out = _to_output(index, outputs, node.outputs[present_slot], passing)
                         if out is not None:
                             return _KvPair(spec, out, f"{node.op_type} '{node.name}' reads it and writes "
                                                       f"'{out.name}'", node)
-                if node.op_type in CACHE_UPDATE_OPS and node.outputs:
-                    out = _to_output(index, outputs, node.outputs[0])
+                copy = node.op_type == "Concat" and len(node.inputs) == 1  # an identity (TorchScript's cache copy)
+                if node.op_type in CACHE_UPDATE_OPS and node.outputs and not copy:
+                    out = _to_output(index, outputs, node.outputs[0], passing)
                     if out is not None:
                         return _KvPair(spec, out, f"'{out.name}' = {node.op_type} '{node.name}'(past, new)")
-                if node.op_type in CACHE_PASS:
+                if node.op_type in passing or copy:
                     next_frontier.extend(o for o in node.outputs if o)
         frontier = next_frontier
     return None
 
 
-def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str) -> TensorSpec | None:
-    for _ in range(3):
-        if name in outputs:
-            return outputs[name]
-        nxt = [n for n in index.consumers.get(name, ()) if n.op_type in CACHE_PASS and n.outputs]
-        if len(nxt) != 1:
-            return None
-        name = nxt[0].outputs[0]
-    return outputs.get(name)
+def _to_output(index: _Index, outputs: dict[str, TensorSpec], name: str,
+               passing=CACHE_PASS) -> TensorSpec | None:
+    """The graph output ``name`` becomes through at most three cache ops (casts, layout, a window),
+    whichever branch gets there: the updated cache is also read by the attention."""
+    frontier = [name]
+    for _ in range(4):
+        hit = next((outputs[n] for n in frontier if n in outputs), None)
+        if hit is not None:
+            return hit
+        frontier = [out for n in frontier for node in index.consumers.get(n, ())
+                    if node.op_type in passing for out in node.outputs[:1] if out][:16]
+    return None
 
 
 def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], int_inputs: set[str]) -> list[str]:
@@ -585,6 +597,9 @@ def _causal_evidence(index: _Index, kv_pairs: list[_KvPair], int_inputs: set[str
 
 
 POSITION_PASS = RANGE_PASS | {"Transpose"}
+# Ops that pick values out of their data (input 0) by index: a gathered position is still a position
+# (torch.export's vmapped mask functions gather the query's and the key's position out of one grid).
+POSITION_GATHER = frozenset({"Gather", "GatherND", "GatherElements"})
 STOP_PASS = frozenset({"Reshape", "Sigmoid", "Add", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Cast", "Identity",
                        "Slice"})
 
@@ -592,7 +607,9 @@ STOP_PASS = frozenset({"Reshape", "Sigmoid", "Add", "Squeeze", "Unsqueeze", "Fla
 def _position_origin(index: _Index, name: str, int_inputs: set[str], max_hops: int = 5) -> tuple[str, str] | None:
     """(kind, description) of the positions a compared tensor is laid out from: a Range (torch's
     arange, every exporter), a CumSum (positions counted from the attention mask), or an integer
-    graph input (``position_ids``), reached through unsqueezes, expands, transposes and offsets. A
+    graph input (``position_ids``), reached through unsqueezes, expands, transposes and offsets, and
+    through the data of a gather (the vmapped mask functions of torch.export pick the query's and
+    the key's position out of one positions grid with GatherND). A
     causal mask compares the same kind of positions on both sides (query rows against key
     columns); a padding mask compares positions with lengths, a sliding window a distance with a
     constant."""
@@ -609,6 +626,9 @@ def _position_origin(index: _Index, name: str, int_inputs: set[str], max_hops: i
                 return node.op_type, f"{node.op_type} '{node.name}'"
             if node.op_type in POSITION_PASS:
                 next_frontier += [i for i in node.inputs if i and i not in seen and not seen.add(i)]
+            elif node.op_type in POSITION_GATHER and node.inputs and node.inputs[0] not in seen:
+                seen.add(node.inputs[0])
+                next_frontier.append(node.inputs[0])
         frontier = next_frontier[:32]
     return None
 
@@ -789,6 +809,42 @@ def _cross_attention_past(inputs: list[TensorSpec], kv_pairs: list[_KvPair], ski
         if any(_shapes_compatible(spec, p.past) for p in kv_pairs):  # equal but for the length axis
             found.append(spec)
     return found
+
+
+# Ops between an integer sequence and the first layer that reads it as a signal: a cast to float
+# and scaling (SIGNAL_PASS), or a one-hot encoding (OneHot, or the ids compared for equality with
+# every value, which is how torch.export lowers ``one_hot``).
+SEQUENCE_READ_PASS = SIGNAL_PASS | frozenset({"OneHot", "Equal"})
+SEQUENCE_LAYERS = CONV_OPS | DENSE_OPS
+
+
+def _sequence_classifier(model: ModelGraph, index: _Index, text: _Text, decoder: bool) -> list[str]:
+    """An integer sequence ([batch, length]: bytes, nucleotides, residues) read as a signal by a conv
+    or dense layer, through a cast to float, a one-hot encoding or an embedding over an alphabet
+    (at most ``SEGMENT_VOCAB_MAX`` rows, where no token stream exists), and a class output ([batch,
+    classes]) computed from it. No vocabulary is embedded, so nothing can be generated over it; with
+    no decoder structure either, the sequence is being classified. (Token ids embedded over a
+    vocabulary are judged by the text-encoder and pooled-embedding rules.)"""
+    if decoder or text.streams:
+        return []
+    alphabets = {e.input.name: e for e in text.embeddings if e.rows <= SEGMENT_VOCAB_MAX}
+    evidence = []
+    for spec in model.inputs:
+        if spec.elem_type not in INT_TYPES or spec.shape is None or len(spec.shape) != 2:
+            continue
+        start = alphabets[spec.name].node.outputs[0] if spec.name in alphabets else spec.name
+        layer, _ = _forward(index, start, SEQUENCE_LAYERS, SEQUENCE_READ_PASS, max_hops=6)
+        if layer is None:
+            continue
+        reached = _reach(index, [spec.name])
+        classes = [o for o in model.outputs if o.name in reached and o.elem_type in FLOAT_TYPES
+                   and o.shape is not None and len(o.shape) == 2 and isinstance(o.shape[1], int)]
+        if classes:
+            how = (f"embedded over a {alphabets[spec.name].rows}-symbol alphabet" if spec.name in alphabets
+                   else "read as a signal")
+            evidence.append(f"integer sequence {_spec_text(spec)} {how} by {layer.op_type} '{layer.name}', and "
+                            f"class output {_spec_text(classes[0])}")
+    return evidence
 
 
 def _pooled_outputs(model: ModelGraph, index: _Index, text: _Text) -> list[str]:
@@ -1219,6 +1275,12 @@ def _non_decoder_signals(card: Scorecard, model: ModelGraph, index: _Index, text
              description="an output with one vector per sequence ([batch, width]) computed from the token ids, and "
                          "no output over the token vocabulary: a text encoder's pooled or projected embedding "
                          "(CLIP, sentence embedders), even with a causal mask")
+    sequence = _sequence_classifier(model, index, text, decoder or bool(text.logit_outputs))
+    card.add(name="sequence_classifier", side="non_genai", weight=SEQUENCE_CLASSIFIER_SCORE, evidence=sequence,
+             gist=f"{sequence[0].split(' by ')[0]} and a class output: a sequence classifier" if sequence else "",
+             description="an integer [batch, length] sequence (bytes, nucleotides, residues) read by a conv or dense "
+                         "layer through a cast, a one-hot encoding or an alphabet embedding (no token vocabulary), "
+                         "and a [batch, classes] output, with no decoder structure: a sequence classifier")
     card.add(name="image_input", side="non_genai", weight=IMAGE_CONV_SCORE, evidence=found.image_conv,
              gist=f"an {found.image_conv[0].split(' feeds ')[0]} feeding a conv" if found.image_conv else "",
              description="float [B, C, H, W] or [B, H, W, C] input with C in 1/3/4 (symbolic H, W count) reaching a "
