@@ -10,12 +10,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
-from deadlines import DEADLINE, within
-from fake_workers import alive, fake_worker, gone_within, patched_worker
+from deadlines import DEADLINE, join_all, wait_until, within
+from fake_workers import alive, fake_worker, gone_within, patched_worker, stopped
 
 from dashboard import __version__
 from dashboard.intake.digest import file_digest
@@ -244,6 +245,41 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
     proc.stdin.close()  # what the OS does when the client dies, and sshd when the connection drops
     assert proc.wait(timeout=DEADLINE) == EXIT_ORPHANED
     assert not folder.exists()
+
+
+def test_a_worker_killed_before_it_could_clean_up_leaves_no_scratch(tmp_path, monkeypatch):
+    """On a loaded machine the stop's grace can run out before the worker's watchdog has removed
+    its folders, and the kill then lands mid-cleanup. By construction here: the handler makes a
+    folder the watchdog does not know of and stops itself (SIGSTOP), so it cannot exit in the
+    grace and is killed; the client that killed it removes the folder before ``close`` returns."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    argv = patched_worker("import os, signal\nfrom dashboard.runtime import scratch\n"
+                          "def handler(args, emit):\n"
+                          "    path = scratch.make('qbl-partition-')\n"
+                          "    scratch.keep(path)  # the watchdog will not remove it: only a kill ends this worker\n"
+                          "    emit(m.Probing(str(path)))\n"
+                          "    os.kill(os.getpid(), signal.SIGSTOP)\n", "probe")
+    other = tmp_path / "qbl-partition-1-abc"  # another worker's folder stays: it is not this worker's
+    other.mkdir()
+    seen: list[Path] = []
+    closers: list[threading.Thread] = []
+    worker = WorkerClient(argv).start()
+    pid = worker.pid
+
+    def stop_once_made(event) -> None:
+        seen.append(Path(event.backend))
+        closers.append(threading.Thread(target=lambda: (wait_until(lambda: stopped(pid), "the worker stopping itself"),
+                                                         worker.close(grace=0.2)), daemon=True))
+        closers[-1].start()
+
+    with pytest.raises(WorkerCrashed):
+        worker.call("probe", ProbeArgs(["htp"]), timeout=DEADLINE, on_event=stop_once_made)
+    assert seen and seen[0].parent == tmp_path and seen[0].name.startswith(f"qbl-partition-{pid}-")
+    join_all(closers, "the close that kills the worker")  # the call fails as soon as the kill lands
+    assert not alive(pid)
+    assert not seen[0].exists(), "the killed worker's scratch folder outlived it"
+    assert other.is_dir()
 
 
 def test_a_client_nobody_closes_stops_its_worker_when_collected():

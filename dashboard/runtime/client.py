@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterator
 
 from dashboard import __version__, platform
+from dashboard.runtime import scratch
 from dashboard.errors import UserError
 from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, OrtViewArgs,
                                         ProgressEvent, Upload, WorkerHello, WorkerProgress, WorkerReply,
@@ -229,7 +230,7 @@ class WorkerClient:
             return self
         self._proc, self._stopped = proc, None
         self._lines = queue.Queue()
-        self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE)
+        self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE, not self.remote)
         platform.on_exit(self._finalizer)  # a web server's stop may skip atexit
         _join_groups(self)
         # The pumps get the queue and the deque, not ``self``: a client nobody holds can be collected.
@@ -252,7 +253,7 @@ class WorkerClient:
         spare._proc = None
         if spare._finalizer is not None:
             spare._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE)
+        self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE, not self.remote)
         platform.on_exit(self._finalizer)
         _join_groups(self)
         return True
@@ -289,7 +290,7 @@ class WorkerClient:
         if proc is None:
             return
         self._finalizer.detach()
-        _stop(proc, grace)
+        _stop(proc, grace, not self.remote)
 
     def __enter__(self) -> "WorkerClient":
         return self.start()
@@ -412,7 +413,7 @@ class WorkerClient:
             try:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                _stop(proc, 0)
+                _stop(proc, 0, not self.remote)
         if self._stderr_thread is not None:
             self._stderr_thread.join(timeout=2)  # its last words (ssh's reason, a traceback) are read first
         tail = next((line for line in reversed(self._stderr) if line.strip()), "")
@@ -420,8 +421,9 @@ class WorkerClient:
         return WorkerCrashed(f"the {self.label} died during {what!r} ({platform.describe_exit(code)}){detail}")
 
 
-def _stop(proc: subprocess.Popen, grace: float) -> None:
-    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group.
+def _stop(proc: subprocess.Popen, grace: float, local: bool = False) -> None:
+    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group;
+    a ``local`` worker's scratch folders are then removed (killed, it may not have removed them).
 
     The stdin is closed on a thread of its own: while another thread is still writing a request
     (a model chunk) to a worker that does not read (stopped, or busy in native code), the pipe's
@@ -434,6 +436,8 @@ def _stop(proc: subprocess.Popen, grace: float) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
     platform.kill_group(proc)
+    if local:
+        scratch.remove_of(proc.pid)
 
 
 def _close_quietly(stream: IO[bytes] | None) -> None:

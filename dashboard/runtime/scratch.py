@@ -5,13 +5,15 @@ Why a registry: a worker whose client died exits at once, even in the middle of 
 ``finally`` block of the running request runs). Every scratch folder a request creates is
 registered here, and the watchdog removes them all before it exits: no folder outlives its job.
 A worker killed outright (SIGKILL, a native crash) removes nothing, so every folder carries its
-worker's pid in its name and ``sweep`` removes those of workers that are gone.
+worker's pid in its name: the client that killed it removes them at once (``remove_of``), and
+``sweep`` removes those of workers that are gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -74,6 +76,20 @@ def sweep(prefix: str, parent: str | Path | None = None) -> list[Path]:
     for path in Path(parent or tempfile.gettempdir()).glob(f"{prefix}*-*"):
         pid = path.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and platform.pid_alive(int(pid)) is False:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def remove_of(pid: int, parent: str | Path | None = None) -> list[Path]:
+    """Remove the folders ``make`` made in the worker ``pid`` (``<prefix><pid>-<random>`` with a
+    project prefix); return them. The client calls this once it has killed that worker: a
+    worker killed before its watchdog finished ``remove_all`` (a loaded machine, where the stop's
+    grace runs out) then leaves nothing behind, without waiting for the next run's ``sweep``."""
+    name = re.compile(rf"(?:qbl|qnn-lab)-(?:[a-z]+-)*{int(pid)}-[a-z0-9_]+")
+    removed = []
+    for path in Path(parent or tempfile.gettempdir()).glob(f"*-{int(pid)}-*"):
+        if name.fullmatch(path.name) and path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
