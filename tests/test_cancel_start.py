@@ -181,6 +181,26 @@ def test_a_group_closed_before_a_worker_starts_stops_it_as_it_starts():
     assert group.pids == []
 
 
+def test_a_group_closed_before_a_spare_worker_is_adopted_stops_it_although_it_had_greeted():
+    """The spare a command line starts early (``prespawn_local_worker``) greets while nobody waits
+    for it; a client of a group closed meanwhile adopts it with that greeting already queued, and
+    must still fail with the group's reason rather than return a stopped worker (the race seen once
+    under load: a test that ran after a CLI test in the same process found its spare)."""
+    from dashboard.runtime import client
+
+    client.prespawn_local_worker()
+    spare = client._spare
+    wait_until(lambda: not spare._lines.empty(), "the spare worker greeting")
+    pid = spare.pid
+    group = WorkerGroup(grace=0)
+    group.close("the analysis was cancelled")
+    with group.current(), pytest.raises(WorkerCrashed) as raised:
+        WorkerClient(label="local worker").start()
+    assert client._spare is None, "the spare was not the one adopted"
+    assert str(raised.value) == "the local worker was stopped during 'starting': the analysis was cancelled"
+    assert gone_within(pid, GONE_S)
+
+
 def test_a_session_closed_while_its_worker_is_stopped_in_start_ends_it():
     """What a closed browser tab does (the session's ``WorkerGroup``), with the worker not yet
     greeted: the waiting start fails with the reason, the worker is killed after the grace."""

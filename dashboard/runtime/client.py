@@ -264,6 +264,8 @@ class WorkerClient:
         if self.hello is not None:
             return
         greeting = self._next_message(self.start_timeout, "starting", self.start_timeout).get("hello")
+        if self._stopped is not None:  # stopped while starting, yet greeted: an adopted spare had greeted before
+            raise self._crashed("starting")
         protocol = greeting.get("protocol") if isinstance(greeting, dict) else None
         if isinstance(protocol, int) and protocol != PROTOCOL_VERSION:
             self.close()
