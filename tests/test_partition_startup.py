@@ -69,3 +69,65 @@ def test_partition_first_and_cached_runs_leave_no_worker_behind(env, tmp_path):
     again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert '"cached": true' in again.stdout and not workers_marked(env["QNN_LAB_CACHE"])
+
+
+def test_a_spare_started_under_another_environment_is_not_adopted(monkeypatch, tmp_path):
+    """A spare reads and writes the cache its environment names: once the caller's has changed
+    (another ``QNN_LAB_CACHE``), a fresh worker is started and the spare stopped."""
+    prespawn_local_worker()
+    spare_pid = client._spare.pid
+    monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "another-cache"))
+    with WorkerClient() as worker:
+        assert worker.pid != spare_pid and client._spare is None
+        environ = Path(f"/proc/{worker.pid}/environ").read_bytes() if Path("/proc").is_dir() else b""
+        assert not environ or str(tmp_path / "another-cache").encode() in environ
+    from fake_workers import gone_within
+
+    assert gone_within(spare_pid, 30)
+
+
+@pytest.mark.parametrize("argv, early", [
+    (["partition", "m.onnx", "--fp16"], True),
+    (["profile", "m.onnx"], True),
+    (["accuracy", "m.onnx", "--data", "d"], True),
+    (["quantize", "m.onnx", "--data", "d", "--out", "q.onnx"], True),
+    (["partition", "m.onnx", "--device", "ssh://u@h"], False),
+    (["partition", "m.onnx", "--device=local?python=/x"], False),
+    (["partition", "m.onnx", "--snippet"], False),
+    (["profile", "m.onnx", "--aihub", "p.json"], False),
+    (["partition", "--help"], False),
+    (["classify", "m.onnx"], False),
+    ([], False),
+])
+def test_the_commands_that_will_run_a_local_worker_start_it_before_parsing(argv, early, monkeypatch):
+    """Only a command that surely runs on this machine's worker starts one before the parser (its
+    numpy and onnxruntime imports then overlap the parser's), so a remote device, an import, a
+    snippet or a help text never start a process for nothing."""
+    import importlib
+
+    cli_main = importlib.import_module("dashboard.cli.main")
+    started = []
+    monkeypatch.setattr(client, "prespawn_local_worker", lambda: started.append(True))
+    cli_main.start_worker_early(argv)
+    assert bool(started) is early
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_a_first_partition_run_adopts_the_worker_it_started_before_parsing(env, tmp_path):
+    """The run starts exactly one worker, before this process has imported numpy (the parser's
+    first heavy import): the worker that measured is the one started first."""
+    model = tmp_path / "cnn32.onnx"
+    onnx.save(build_cnn_classifier(size=32), model)
+    script = ("import subprocess, sys; spawned = []; real = subprocess.Popen\n"
+              "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
+              "        spawned.extend(['numpy' in sys.modules] if 'dashboard.runtime.worker' in argv else [])\n"
+              "        super().__init__(argv, *a, **k)\n"
+              "subprocess.Popen = Popen\n"
+              "from dashboard.cli.main import main\n"
+              f"code = main(['partition', {str(model)!r}, '--backends', 'htp', '--json'])\n"
+              "print('SPAWNED', spawned, file=sys.stderr); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "SPAWNED [False]" in done.stderr and '"cached": false' in done.stdout
+    assert not workers_marked(env["QNN_LAB_CACHE"])

@@ -39,6 +39,30 @@ COMMANDS = {
 }
 
 
+# The commands that run on this machine's runtime worker, each with the options that may send it
+# elsewhere or need none (another device, an AI Hub import, a snippet): without them, the worker is
+# started before anything else is imported or parsed (``runtime.client.prespawn_local_worker``), so
+# its interpreter and imports (numpy, onnxruntime) run beside this process's own instead of after
+# them. A worker nobody adopts (bad arguments, an answer from the cache) is stopped at exit.
+EARLY_WORKER = {"partition": ("--device", "--snippet"), "profile": ("--device", "--aihub"),
+                "accuracy": (), "quantize": ()}
+
+
+def chosen_command(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def start_worker_early(argv: list[str]) -> None:
+    """Start the local worker now when the command will surely want one (see ``EARLY_WORKER``)."""
+    others = EARLY_WORKER.get(chosen_command(argv) or "")
+    if others is None or any(a in ("-h", "--help") or a.split("=", 1)[0] in others for a in argv):
+        return
+    from dashboard.runtime.client import prespawn_local_worker
+
+    prespawn_local_worker()
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     """The parser for ``argv``: every command is listed, and the one ``argv`` names gets its
     module's arguments."""
@@ -46,7 +70,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
                     "models on onnxruntime-qnn's GPU and HTP backends.",
                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    chosen = next((a for a in argv if not a.startswith("-")), None)
+    chosen = chosen_command(argv)
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
         if name == chosen:
@@ -62,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     raise_on_termination()
     try:
+        start_worker_early(argv)
         args = build_parser(argv).parse_args(argv)
         from dashboard.cli.common import stderr_progress
         from dashboard.intake.digest import report_digest_progress

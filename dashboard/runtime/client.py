@@ -205,6 +205,7 @@ class WorkerClient:
         self._stopped: str | None = None  # why ``close`` stopped the worker, for a call still waiting
         self._next_id = 0
         self._spawn_error: str | None = None
+        self._env: dict[str, str] | None = None  # what the process was started with
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "WorkerClient":
@@ -222,9 +223,10 @@ class WorkerClient:
         self._spawn_error = None
         if self._adopt_spare():
             return self
+        self._env = _local_env()
         try:
             proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=_local_env(), cwd=str(worker_cwd()), **platform.detached_group())
+                                    env=self._env, cwd=str(worker_cwd()), **platform.detached_group())
         except OSError as exc:
             self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
             return self
@@ -242,7 +244,10 @@ class WorkerClient:
     def _adopt_spare(self) -> bool:
         global _spare
         spare, _spare = _spare, None
-        if spare is None or spare.argv != self.argv or spare._proc is None or spare._proc.poll() is not None:
+        # A spare started under another environment (a caller changed QNN_LAB_CACHE since: a test, a
+        # notebook) would read and write another cache: it is not this client's worker.
+        if (spare is None or spare.argv != self.argv or spare._env != _local_env() or spare._proc is None
+                or spare._proc.poll() is not None):
             if spare is not None:
                 spare.close(grace=0)
             return False
