@@ -241,21 +241,23 @@ def _measurement_notes(result: PartitionResult, options: Settings) -> list[str]:
 
 
 class _Digest:
-    """The model's digest, hashed on a thread while the worker measures (a multi-GB file takes
-    seconds); known digests are returned as they are."""
+    """The model's digest and the rest of its cache key, on a thread while the worker measures (a
+    multi-GB file takes seconds to hash; the key's version and code stamps tens of milliseconds),
+    so neither adds to the run; known digests are returned as they are."""
 
     def __init__(self, path: str, known: str | None) -> None:
         self.path, self.digest = path, known
         self.error: OSError | None = None
-        self.thread = threading.Thread(target=self._hash, daemon=True)
-        if known is None:
-            self.thread.start()
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
 
-    def _hash(self) -> None:
+    def _work(self) -> None:
         try:
-            self.digest = cache.known_digest(self.path)
+            if self.digest is None:
+                self.digest = cache.known_digest(self.path)
         except OSError as exc:
             self.error = exc
+        cache.warm_stamps()
 
     def get(self) -> str:
         if self.digest is None:

@@ -72,6 +72,7 @@ def warn_unwritable(where: Path, exc: OSError) -> None:
     LOG.warning("warning: the cache in %s is not written (%s); results are still returned, uncached", where, reason)
 
 
+@lru_cache(maxsize=1)
 def runtime_stamp() -> str:
     """Installed runtime versions: a new onnxruntime-qnn may claim differently, so it keys the cache."""
     from importlib import metadata
@@ -96,6 +97,14 @@ def code_stamp() -> str:
                 digest.update(f"{package}.{path.stem}\0".encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def warm_stamps() -> None:
+    """Compute what every key of this process shares (the installed versions, the code's digest:
+    tens of milliseconds of metadata and file reads) ahead of time, on a thread while a worker
+    measures, so the key of a fresh report costs nothing once it arrives."""
+    runtime_stamp()
+    code_stamp()
 
 
 def cache_key(digest: str, options: Settings, device_digests: list[str], worker: str) -> str:
