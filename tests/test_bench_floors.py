@@ -42,7 +42,8 @@ def test_the_partition_floor_fails_the_benchmark_and_names_itself(wall, code, pa
     monkeypatch.setattr(sys, "argv", ["partition_bench.py", "--floor-only"])
     assert partition_bench.main() == code
     out = capsys.readouterr().out
-    assert ("FLOOR FAILED: a first partition run of cnn_classifier.onnx" in out) is bool(code)
+    for case in partition_bench.FLOOR_CASES:
+        assert (f"FLOOR FAILED: a first partition run of {case.label}" in out) is bool(code)
     assert ("floor met" in out) is not code
 
 
@@ -57,9 +58,33 @@ def test_the_partition_floor_times_a_first_run_on_an_empty_cache_each_time(parti
     monkeypatch.setattr(bench, "alternating", fake)
     partition_bench.first_run_floor(tmp_path, runs=3)
     commands, caches = zip(*seen)
-    assert len(set(caches)) == 3 and all(not Path(c).exists() for c in caches)
+    assert len(set(caches)) == 6 and all(not Path(c).exists() for c in caches)
     assert commands[0][1:] == ["-m", "dashboard", "partition", str(partition_bench.sample_path("cnn_classifier.onnx")),
                                "--backends", "htp", "--json"]
+    assert commands[3][1:] == ["-m", "dashboard", "partition", str(tmp_path / "yolov8n_like_320.onnx"),
+                               "--backends", "htp", "--fp16", "--soc", "sm8750", "--json"]
+
+
+def test_the_partition_floor_s_bare_script_builds_the_cli_s_session(partition_bench, monkeypatch, tmp_path):
+    """The bare script of each case gets the provider options the CLI's flags give its session."""
+    from dashboard.cli.partition import SETTINGS, add_arguments
+    from dashboard.cli.common import Parser
+    from dashboard.runtime.config import SessionConfig
+
+    seen = []
+
+    def fake(bare, ours, env, runs):
+        seen.append((bare(), ours()))
+        return medians(1.0)
+
+    monkeypatch.setattr(bench, "alternating", fake)
+    partition_bench.first_run_floor(tmp_path, runs=1)
+    for bare, cli in seen:
+        parser = Parser(prog="partition")
+        add_arguments(parser)
+        settings = SETTINGS.parse(parser.parse_args(cli[4:]))
+        options = SessionConfig.of(settings, "htp").qnn_options()
+        assert repr(options) in bare[2], (cli, options)
 
 
 @pytest.fixture
