@@ -9,6 +9,7 @@ a fresh pytest process. One failed round fails the whole run and its output is k
 
     python scripts/stress_tests.py                  # 20 rounds, one burner per core
     python scripts/stress_tests.py --rounds 5 --burners 4 tests/test_worker.py
+    python scripts/stress_tests.py --copies 2 --burners 0   # two copies of the set at once, no burner
 
 Exit status: 0 when every round passed, 1 otherwise. Each round's output goes to
 ``<log-dir>/round-NN.log``; the summary line of each round is printed as it ends.
@@ -62,15 +63,25 @@ def stop(processes: list[subprocess.Popen]) -> None:
         process.wait()
 
 
-def run_round(number: int, files: list[str], log_dir: Path) -> tuple[bool, str, float]:
-    """One pytest process over ``files``; its output is written to the round's log."""
-    log = log_dir / f"round-{number:02d}.log"
+def run_round(number: int, files: list[str], log_dir: Path, copies: int = 1) -> tuple[bool, str, float]:
+    """``copies`` pytest processes over ``files`` at once (each the others' load); each one's
+    output is written to the round's log (``round-NN.log``, ``round-NN-cK.log`` for copy K > 1)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "600", *files]
+    logs = [log_dir / (f"round-{number:02d}.log" if k == 1 else f"round-{number:02d}-c{k}.log")
+            for k in range(1, copies + 1)]
     start = time.monotonic()
-    with log.open("w") as out:
-        code = subprocess.call(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    lines = [line for line in log.read_text().splitlines() if line.strip()]
-    return code == 0, (lines[-1] if lines else f"exit {code}"), time.monotonic() - start
+    outs = [log.open("w") for log in logs]
+    try:
+        procs = [subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT) for out in outs]
+        codes = [proc.wait() for proc in procs]
+    finally:
+        for out in outs:
+            out.close()
+    summaries = []
+    for log, code in zip(logs, codes):
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
+        summaries.append(lines[-1] if lines else f"exit {code}")
+    return all(code == 0 for code in codes), " | ".join(summaries), time.monotonic() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,20 +89,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", default=FILES, help="test files (default: the concurrency-sensitive set)")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 2, help="busy processes (default: one per core)")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="pytest processes per round, run at once: each is the others' load (default 1)")
     parser.add_argument("--log-dir", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.copies < 1 or args.burners < 0:
+        print("error: --rounds and --copies must be at least 1, --burners at least 0", file=sys.stderr)
+        return 2
     missing = [name for name in args.files if not (ROOT / name).is_file()]
     if missing:
         print(f"error: no such test file: {missing[0]}", file=sys.stderr)
         return 2
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="stress-"))
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"{args.rounds} rounds of {len(args.files)} files with {args.burners} CPU burners; logs in {log_dir}")
+    print(f"{args.rounds} rounds of {len(args.files)} files, {args.copies} cop{'y' if args.copies == 1 else 'ies'} "
+          f"at once, with {args.burners} CPU burners; logs in {log_dir}")
     burners = start_burners(args.burners)
     failed = []
     try:
         for number in range(1, args.rounds + 1):
-            ok, summary, seconds = run_round(number, args.files, log_dir)
+            ok, summary, seconds = run_round(number, args.files, log_dir, args.copies)
             print(f"round {number:2d}: {'ok  ' if ok else 'FAIL'} {seconds:5.0f} s  {summary}", flush=True)
             if not ok:
                 failed.append(number)
