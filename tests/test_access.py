@@ -27,7 +27,7 @@ from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, runn
 
 from dashboard import access
 from dashboard.errors import UserError
-from dashboard.views.gate import same_origin
+from dashboard.views.gate import same_origin, same_origin_path
 
 PASSWORD = "correct horse battery staple"
 SAMPLE = "samples/cnn_classifier.onnx"
@@ -106,7 +106,7 @@ def test_hash_password_command(tmp_path):
     ("http://localhost", "localhost:80", True),
     ("http://127.0.0.1:9999", "127.0.0.1:8501", False),
     ("http://evil.example:8501", "127.0.0.1:8501", False),
-    ("https://127.0.0.1:8501", "127.0.0.1:8501", True),
+    ("https://127.0.0.1:8501", "127.0.0.1:8501", False),  # the scheme counts: this server speaks http
     ("null", "127.0.0.1:8501", False),
     ("file://", "127.0.0.1:8501", False),
     ("http://[::1", "[::1]:8501", False),  # malformed: refused, never a server error
@@ -114,6 +114,27 @@ def test_hash_password_command(tmp_path):
 ])
 def test_same_origin(origin, host, same):
     assert same_origin(origin, host) is same
+
+
+def test_same_origin_is_the_schemes_too():
+    """Behind TLS (the server's own, or a proxy's ``X-Forwarded-Proto`` that uvicorn trusts) only an
+    ``https`` origin is this server's, and the default port follows the scheme."""
+    assert same_origin("https://dash.lab.example", "dash.lab.example", "https")
+    assert same_origin("https://dash.lab.example:443", "dash.lab.example", "https")
+    assert not same_origin("http://dash.lab.example", "dash.lab.example", "https")
+    assert not same_origin("http://dash.lab.example:443", "dash.lab.example:443", "https")
+    assert not same_origin("ws://127.0.0.1:8501", "127.0.0.1:8501")
+
+
+@pytest.mark.parametrize("target, kept", [
+    ("/partitions?model=sample:a.onnx&fp16=off", "/partitions?model=sample:a.onnx&fp16=off"),
+    ("/", "/"), ("/a b/é", "/a%20b/%C3%A9"),  # a header stays ASCII
+    ("//evil.example/?token=T", None), ("/\\evil.example?token=T", None), ("/x\\y", None),
+    ("/\t/evil.example", None), ("/devices\r\nSet-Cookie: x=1", None), ("/\x7f", None),
+    ("https://evil.example/", None), ("evil", None), ("", None),
+])
+def test_a_redirect_stays_on_this_server(target, kept):
+    assert same_origin_path(target) == kept
 
 
 # -- a real server ----------------------------------------------------------------------------------
@@ -150,6 +171,36 @@ def test_without_the_token_nothing_is_served(gated):
         assert status == 401, (path, status)
         assert b"stApp" not in body and b"<script" not in body.lower(), path
     assert request(gated, "/_stcore/health")[0] == 200  # start-up checks: "ok" and nothing else
+
+
+def test_only_the_health_check_is_open(gated):
+    """``/healthz`` is no route of the app: Streamlit would answer it with its index page."""
+    status, _, body = request(gated, "/_stcore/health")
+    assert status == 200 and body.strip() == b"ok"
+    for path in ("/healthz", "/_stcore/health/", "/_stcore/healthz", "/_stcore/script-health-check"):
+        status, _, body = request(gated, path)
+        assert status == 401 and b"<script" not in body.lower(), (path, status)
+
+
+@pytest.mark.parametrize("path", ["//evil.example/?token={token}", "/\\evil.example?token={token}",
+                                  "/%2F%2Fevil.example/?token={token}", "/%5Cevil.example/?token={token}",
+                                  "/%09/evil.example/?token={token}"])
+def test_the_token_never_sends_the_browser_off_site(gated, path):
+    status, headers, _ = request(gated, path.format(token=gated.token))
+    assert status == 303 and headers["location"] == "/", headers.get("location")
+    assert "HttpOnly" in headers["set-cookie"]
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "/\\evil.example", "/devices\nSet-Cookie: x=1",
+                                    "/devices\r\n", "/\t/evil.example", "http://evil.example/"])
+def test_the_sign_in_forms_next_stays_on_this_server(gated, target):
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://127.0.0.1:{gated.port}"}
+    form = urlencode({"secret": PASSWORD, "next": target}).encode()
+    status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form)
+    assert status == 303 and reply["location"] == "/", reply.get("location")
+    status, _, body = request(gated, "/x", {"Cookie": reply["set-cookie"].split(";", 1)[0]})
+    assert status == 200  # signed in all the same
+    assert "Traceback" not in gated.log_text()
 
 
 def test_the_token_becomes_a_private_session_cookie(gated):
@@ -274,6 +325,8 @@ def test_websockets_need_the_cookie_and_the_very_origin(gated):
     other_port = {**own, "Origin": f"http://127.0.0.1:{gated.port + 1}", "Cookie": cookie}
     assert websocket_status(gated.port, other_port) == 403  # a page on another loopback port
     assert websocket_status(gated.port, {**own, "Origin": "http://evil.example", "Cookie": cookie}) == 403
+    https = {**own, "Origin": f"https://127.0.0.1:{gated.port}", "Cookie": cookie}
+    assert websocket_status(gated.port, https) == 403  # another scheme is another origin
     assert websocket_status(gated.port, {**own, "Host": "evil.example", "Origin": "http://evil.example",
                                          "Cookie": cookie}) == 403
 

@@ -33,14 +33,15 @@ import html
 import os
 import sys
 from contextlib import asynccontextmanager
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from dashboard import access, platform
 from dashboard.errors import UserError
 from dashboard.printable import plain
 
 LOGIN_PATH = "/_qnn_lab/sign-in"
-OPEN_PATHS = ("/_stcore/health", "/healthz")  # answer "ok" and nothing else: start-up checks
+OPEN_PATHS = ("/_stcore/health",)  # answers "ok" and nothing else: start-up checks (Streamlit's /healthz
+# is no route of st.App: it would serve the app's index page, so it stays behind the gate)
 MAX_FORM_BYTES = 4096
 FAILED_SIGN_IN_DELAY = 1.0  # seconds; with scrypt, guessing a password is slow
 
@@ -62,7 +63,7 @@ class Gate:
             await _refuse(scope, send, 421, "This dashboard does not answer to that host name.")
             return
         origin = headers.get("origin")
-        if origin is not None and not same_origin(origin, host):
+        if origin is not None and not same_origin(origin, host, _scheme(scope)):
             await _refuse(scope, send, 403, "Cross-origin requests are refused.")
             return
         path = scope.get("path", "")
@@ -85,7 +86,8 @@ class Gate:
         if given is not None:
             if await _check(keeper, given):
                 rest = urlencode([(k, v) for k, v in query if k != "token"])
-                await _redirect(send, path + ("?" + rest if rest else ""), keeper.cookie_header())
+                await _redirect(send, same_origin_path(path + ("?" + rest if rest else "")) or "/",
+                                keeper.cookie_header())
                 return
             await asyncio.sleep(FAILED_SIGN_IN_DELAY)
             await _login_page(send, keeper, "That token is not this dashboard's.", status=403)
@@ -93,8 +95,7 @@ class Gate:
         if path == LOGIN_PATH and scope.get("method") == "POST":
             form = await _read_form(receive)
             if form is not None and await _check(keeper, form.get("secret", "")):
-                target = form.get("next", "/")
-                await _redirect(send, target if _local_target(target) else "/", keeper.cookie_header())
+                await _redirect(send, same_origin_path(form.get("next", "/")) or "/", keeper.cookie_header())
                 return
             await asyncio.sleep(FAILED_SIGN_IN_DELAY)
             await _login_page(send, keeper, "That is not this dashboard's token or password.", status=403,
@@ -114,16 +115,17 @@ async def _check(keeper: access.Gatekeeper, secret: str) -> bool:
         return await asyncio.to_thread(keeper.accepts, secret)
 
 
-def same_origin(origin: str, host: str) -> bool:
-    """Whether an ``Origin`` header names the server the request was sent to (scheme, host and
-    port): ``null``, a malformed one and other ports or hosts are foreign."""
+def same_origin(origin: str, host: str, scheme: str = "http") -> bool:
+    """Whether an ``Origin`` header names the server the request was sent to: the scheme the
+    request came with (``http`` unless the server, or a proxy it trusts, speaks TLS), the host and
+    the port. ``null``, a malformed one and other schemes, ports or hosts are foreign."""
     try:
         parts = urlsplit(origin)
     except ValueError:  # e.g. "http://[::1" (an unclosed IPv6 bracket)
         return False
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme != scheme or scheme not in ("http", "https") or not parts.netloc:
         return False
-    default = "443" if parts.scheme == "https" else "80"
+    default = "443" if scheme == "https" else "80"
     netloc = parts.netloc.lower()
     sent_to = host.lower()
     if ":" not in netloc.rsplit("]", 1)[-1]:
@@ -133,9 +135,25 @@ def same_origin(origin: str, host: str) -> bool:
     return netloc == sent_to
 
 
-def _local_target(target: str) -> bool:
-    """A redirect target on this server (a path, never another site: ``//evil`` is a host)."""
-    return target.startswith("/") and not target.startswith("//") and "\\" not in target
+def _scheme(scope) -> str:
+    """The request's scheme as an origin names it: a websocket's ``ws``/``wss`` is its page's
+    ``http``/``https``."""
+    return {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme", "http"))
+
+
+_PATH_SAFE = "/?&=%:@!$'()*+,;-._~#[]"
+
+
+def same_origin_path(target: str) -> str | None:
+    """``target`` as a redirect that stays on this server (a path, percent-encoded to ASCII), or
+    None. A browser reads ``//host`` and ``/\\host`` as another site's address and drops tabs and
+    newlines from an address before it does, so a target that starts so, or holds a backslash or a
+    control character, is refused (a newline would also end the ``Location`` header)."""
+    if not target.startswith("/") or target[1:2] in ("/", "\\"):
+        return None
+    if "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target):
+        return None
+    return quote(target, safe=_PATH_SAFE)
 
 
 def _headers(scope) -> dict[str, str]:
@@ -201,7 +219,7 @@ button{{font:inherit;padding:.4em 1.2em}}.error{{color:#a00}}code{{background:#e
 with <code>?token=</code> that its terminal printed, or enter the {what} here.</p>{notice}
 <form method="post" action="{LOGIN_PATH}"><label for="secret">{what.capitalize()}</label>
 <input id="secret" name="secret" type="password" autocomplete="current-password" autofocus required>
-<input type="hidden" name="next" value="{html.escape(next_path if _local_target(next_path) else '/')}">
+<input type="hidden" name="next" value="{html.escape(same_origin_path(next_path) or '/')}">
 <button type="submit">Sign in</button></form></body></html>
 """
     # ``same-origin``, not ``no-referrer``: under ``no-referrer`` a browser posts the form with
