@@ -59,7 +59,7 @@ class Gate:
         keeper = access.gatekeeper()
         headers = _headers(scope)
         host = headers.get("host", "")
-        if not keeper.config.host_allowed(host):
+        if not keeper.host_allowed(host):
             await _refuse(scope, send, 421, "This dashboard does not answer to that host name.")
             return
         origin = headers.get("origin")
@@ -70,24 +70,31 @@ class Gate:
         if scope["type"] == "http" and path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        if keeper.cookie_ok(headers.get("cookie")):
+        served = keeper.serves(host)
+        if served and keeper.cookie_ok(headers.get("cookie")):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        await self._sign_in(keeper, scope, receive, send)
+        await self._sign_in(keeper, scope, receive, send, None if served else _session_base(keeper, host, scope))
 
-    async def _sign_in(self, keeper: access.Gatekeeper, scope, receive, send) -> None:
-        """The token in the URL, the sign-in form, or the sign-in page."""
+    async def _sign_in(self, keeper: access.Gatekeeper, scope, receive, send, hand_over: str | None) -> None:
+        """The token in the URL, the sign-in form, or the sign-in page. Under a name the gate
+        serves, a right secret sets the cookie; under a plain loopback name (``hand_over``: the
+        session's own origin) it sends the browser there instead, with the token, or with a
+        one-time ticket for a password (no cookie is ever set for a name other servers share)."""
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         given = next((v for k, v in query if k == "token"), None)
         path = scope.get("path", "/")
         if given is not None:
             if await _check(keeper, given):
+                if hand_over:
+                    await _redirect(send, hand_over + (same_origin_path(f"{path}?{urlencode(query)}") or "/"))
+                    return
                 rest = urlencode([(k, v) for k, v in query if k != "token"])
-                await _redirect(send, same_origin_path(path + ("?" + rest if rest else "")) or "/",
-                                keeper.cookie_header())
+                await _signed_in(send, scope, same_origin_path(path + ("?" + rest if rest else "")) or "/",
+                                 keeper.cookie_header())
                 return
             await asyncio.sleep(FAILED_SIGN_IN_DELAY)
             await _login_page(send, keeper, "That token is not this dashboard's.", status=403)
@@ -95,7 +102,12 @@ class Gate:
         if path == LOGIN_PATH and scope.get("method") == "POST":
             form = await _read_form(receive)
             if form is not None and await _check(keeper, form.get("secret", "")):
-                await _redirect(send, same_origin_path(form.get("next", "/")) or "/", keeper.cookie_header())
+                target = same_origin_path(form.get("next", "/")) or "/"
+                if hand_over:
+                    ticket = urlencode([("token", keeper.ticket())])
+                    await _redirect(send, f"{hand_over}{target}{'&' if '?' in target else '?'}{ticket}")
+                    return
+                await _signed_in(send, scope, target, keeper.cookie_header())
                 return
             await asyncio.sleep(FAILED_SIGN_IN_DELAY)
             await _login_page(send, keeper, "That is not this dashboard's token or password.", status=403,
@@ -199,9 +211,40 @@ async def _refuse(scope, send, status: int, text: str) -> None:
     await _send(send, status, text.encode() + b"\n", [(b"content-type", b"text/plain; charset=utf-8")])
 
 
-async def _redirect(send, target: str, cookie: str) -> None:
-    await _send(send, 303, b"", [(b"location", target.encode("latin-1", "replace")),
-                                 (b"set-cookie", cookie.encode("latin-1"))])
+async def _redirect(send, target: str, cookie: str | None = None) -> None:
+    headers = [(b"location", target.encode("latin-1", "replace"))]
+    if cookie:
+        headers.append((b"set-cookie", cookie.encode("latin-1")))
+    await _send(send, 303, b"", headers)
+
+
+async def _signed_in(send, scope, target: str, cookie: str) -> None:
+    """The session cookie, and the browser on its way to ``target`` (a path of this server).
+
+    A navigation that another site started (the hand-over from a loopback name's sign-in form is
+    one: ``Sec-Fetch-Site: cross-site``) does not send a ``SameSite=Strict`` cookie on any request
+    of its redirect chain, so a redirect would land on the sign-in page again. Such a browser gets a
+    page that moves on by itself instead: that navigation is this server's own, cookie included."""
+    if _headers(scope).get("sec-fetch-site", "none") in ("none", "same-origin"):
+        await _redirect(send, target, cookie)
+        return
+    page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" '
+            f'content="0;url={html.escape(target)}"><title>QNN Backend Lab</title></head><body><p>Signed in: '
+            f'<a href="{html.escape(target)}">continue</a>.</p></body></html>\n')
+    await _send(send, 200, page.encode("utf-8"), [(b"content-type", b"text/html; charset=utf-8"),
+                                                   (b"set-cookie", cookie.encode("latin-1")),
+                                                   (b"content-security-policy",
+                                                    b"default-src 'none'; frame-ancestors 'none'")])
+
+
+def _session_base(keeper: access.Gatekeeper, host: str, scope) -> str:
+    """The session's own origin as the browser reaches it: its host name, with the scheme and the
+    port the request came with (an SSH tunnel may forward another local port)."""
+    try:
+        port = urlsplit("//" + host).port
+    except ValueError:
+        port = None
+    return f"{_scheme(scope)}://{keeper.session_host}" + (f":{port}" if port else "")
 
 
 async def _login_page(send, keeper: access.Gatekeeper, message: str | None, status: int,
@@ -225,10 +268,13 @@ with <code>?token=</code> that its terminal printed, or enter the {what} here.</
     # ``same-origin``, not ``no-referrer``: under ``no-referrer`` a browser posts the form with
     # ``Origin: null``, which the gate refuses as foreign (a sandboxed frame of another site sends the
     # same), so the form never signed anyone in. Same-origin keeps the referrer on this server only.
+    # ``form-action`` covers the form's redirect too: under a loopback name that is the hand-over to
+    # the session's own *.localhost name, which the page must not spell out.
     await _send(send, status, page.encode("utf-8"), [(b"content-type", b"text/html; charset=utf-8"),
                                                       (b"content-security-policy",
                                                        b"default-src 'none'; style-src 'unsafe-inline'; "
-                                                       b"form-action 'self'; frame-ancestors 'none'")],
+                                                       b"form-action 'self' http://*.localhost:* "
+                                                       b"https://*.localhost:*; frame-ancestors 'none'")],
                 referrer=b"same-origin")
 
 
@@ -247,10 +293,11 @@ async def lifespan(_app):
     print(keeper.banner(st.get_option("server.address") or "127.0.0.1"), file=sys.stderr, flush=True)
     streamlit_hosts = {h.lower().strip("[]") for h in st.get_option("server.allowedHosts") or []}
     every = not streamlit_hosts or "*" in streamlit_hosts  # Streamlit's "any host"
-    missing = [] if every else [h for h in keeper.config.hosts if h not in streamlit_hosts]
+    served = (keeper.session_host, *keeper.config.allowed_hosts)
+    missing = [] if every else [h for h in served if not access.matches_any(h.lower().strip("[]"), streamlit_hosts)]
     if missing:
         print(f"warning: server.allowedHosts lacks {', '.join(missing)}: Streamlit will refuse their websockets; "
-              "add them to it as well", file=sys.stderr, flush=True)
+              "add them to it as well (*.localhost covers each start's own name)", file=sys.stderr, flush=True)
     platform.relay_hangup_as_termination()
     try:
         yield
