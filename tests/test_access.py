@@ -137,6 +137,21 @@ def test_a_redirect_stays_on_this_server(target, kept):
     assert same_origin_path(target) == kept
 
 
+def test_the_start_names_what_server_allowed_hosts_lacks():
+    """Streamlit refuses a websocket whose Host its ``server.allowedHosts`` lacks: the project's
+    config covers each start's own name with ``*.localhost``, and a narrower list is named."""
+    import tomllib
+
+    from dashboard.views.gate import unlisted_hosts
+
+    keeper = access.Gatekeeper(access.OperatorConfig(allowed_hosts=("dash.lab.example",)), "t" * 20, False, 8501,
+                               "c", session_host=access.session_host_name(8501))
+    shipped = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]["allowedHosts"]
+    assert unlisted_hosts(keeper, shipped) == ["dash.lab.example"]
+    assert unlisted_hosts(keeper, [*shipped, "dash.lab.example"]) == [] and unlisted_hosts(keeper, ["*"]) == []
+    assert unlisted_hosts(keeper, ["localhost", "127.0.0.1"]) == [keeper.session_host, "dash.lab.example"]
+
+
 # -- a real server ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gated():

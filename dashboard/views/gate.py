@@ -8,19 +8,23 @@ uploads, media and component files to them. So ``app.py`` serves the dashboard a
 (Streamlit's public ASGI entry point) with this middleware in front of every route, HTTP and
 websocket alike:
 
-1. **Host**: the request's ``Host`` must be a loopback name or one the operator allowed
-   (``access.OperatorConfig.allowed_hosts``): a rebound DNS name gets ``421``, before anything
-   else runs.
+1. **Host**: each start is served under a host name of its own, ``qnn-<port>-<random>.localhost``
+   (``access.session_host_name``: a browser sends a host's cookies to all its ports, so a cookie
+   of 127.0.0.1 would reach every other user's server there), and under the names the operator
+   allowed. The plain loopback names get only the health check and the way to that name (the
+   token, or a one-time ticket for a password; no cookie is set or taken there). Any other name
+   (DNS rebinding) gets ``421``, before anything else runs.
 2. **Origin**: a request that carries one (every websocket a browser opens, every cross-site
-   POST) must come from the very origin it is sent to, port included: a page on another loopback
+   POST) must come from the very origin it is sent to, scheme and port included: a page on another
    port cannot open the websocket. A foreign origin is refused here, so Streamlit's own origin
    check, which looks the machine's external IP address up over the internet for such a request,
    never runs.
 3. **Secret**: the per-start token (as Jupyter's), or the operator's fixed token or password.
    ``/?token=...`` (any page) or the sign-in form turns it into an ``HttpOnly``, ``SameSite=Strict``
-   session cookie, then redirects to the same page without it; without the cookie only the
-   sign-in page and the health check answer. The cookie is a random per-start value, never the
-   token: it dies with the server. Netron's servers check the same cookie (``access.Gatekeeper``).
+   session cookie, then redirects to the same page (a path of this server only) without it;
+   without the cookie only the sign-in page and the health check answer. The cookie is a random
+   per-start value, never the token: it dies with the server. Netron's servers check the same
+   cookie under the same name (``access.Gatekeeper``).
 
 The gatekeeper (secrets, cookie) lives in ``dashboard.access`` so that Netron's server and the page
 scripts read the same one without importing Starlette.
@@ -278,6 +282,16 @@ with <code>?token=</code> that its terminal printed, or enter the {what} here.</
                 referrer=b"same-origin")
 
 
+def unlisted_hosts(keeper: access.Gatekeeper, streamlit_hosts: list[str]) -> list[str]:
+    """The names the gate serves (this start's own, the operator's) that Streamlit's
+    ``server.allowedHosts`` does not cover: Streamlit would refuse their websockets."""
+    listed = {h.lower().strip("[]") for h in streamlit_hosts}
+    if not listed or "*" in listed:  # Streamlit's "any host"
+        return []
+    served = (keeper.session_host, *keeper.config.allowed_hosts)
+    return [h for h in served if not access.matches_any(h.lower().strip("[]"), listed)]
+
+
 @asynccontextmanager
 async def lifespan(_app):
     """At start-up: make the gatekeeper and print the URL that carries the token, on the terminal
@@ -291,10 +305,7 @@ async def lifespan(_app):
         print(f"error: {plain(exc)}", file=sys.stderr, flush=True)
         os._exit(2)  # uvicorn would print a traceback for an exception raised here
     print(keeper.banner(st.get_option("server.address") or "127.0.0.1"), file=sys.stderr, flush=True)
-    streamlit_hosts = {h.lower().strip("[]") for h in st.get_option("server.allowedHosts") or []}
-    every = not streamlit_hosts or "*" in streamlit_hosts  # Streamlit's "any host"
-    served = (keeper.session_host, *keeper.config.allowed_hosts)
-    missing = [] if every else [h for h in served if not access.matches_any(h.lower().strip("[]"), streamlit_hosts)]
+    missing = unlisted_hosts(keeper, st.get_option("server.allowedHosts") or [])
     if missing:
         print(f"warning: server.allowedHosts lacks {', '.join(missing)}: Streamlit will refuse their websockets; "
               "add them to it as well (*.localhost covers each start's own name)", file=sys.stderr, flush=True)
