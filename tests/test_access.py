@@ -392,39 +392,60 @@ def test_a_plain_loopback_name_only_leads_to_the_dashboards_own_name(gated):
     assert request(gated, f"/?token={ticket}")[0] == 403  # once only
 
 
+RECORDER_SCRIPT = r"""
+import http.server, json, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print(json.dumps([self.headers.get("Host"), self.headers.get("Cookie") or ""]), flush=True)
+        body = b"<!doctype html><p>another server</p>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
 class _Recorder:
-    """An HTTP server of "another user" on another loopback port: it answers every request and
-    records the Host and Cookie headers it was sent."""
+    """An HTTP server that another user of this machine runs on another loopback port (a second OS
+    user when the test may make one, else a second process): it answers every request and records
+    the Host and Cookie headers it was sent, one line each, before it answers."""
 
-    def __init__(self) -> None:
-        import http.server
+    def __init__(self, user: str | None) -> None:
+        python = "/usr/bin/python3" if user and Path("/usr/bin/python3").exists() else sys.executable
+        command = [python, "-c", RECORDER_SCRIPT]
+        if user:
+            command = ["runuser", "-u", user, "--", *command]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd="/")
+        self.port = int(self.process.stdout.readline())
 
-        seen = self.seen = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                seen.append((self.headers.get("Host"), self.headers.get("Cookie") or ""))
-                body = b"<!doctype html><p>another server</p>"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def close(self) -> list[tuple[str, str]]:
+        """Stop it: what it was sent, (Host, Cookie) per request."""
+        stop_process(self.process)
+        return [tuple(json.loads(line)) for line in self.process.stdout.read().splitlines() if line]
 
 
-def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated):
+@pytest.fixture
+def other_user():
+    """A second OS user when this test may make one (root, useradd), else None."""
+    if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        yield None
+        return
+    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True, timeout=60)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True,
+                   timeout=60)
+    try:
+        yield INTRUDER
+    finally:
+        subprocess.run(["userdel", INTRUDER], capture_output=True, timeout=60)
+
+
+def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated, other_user):
     """Chromium opens the printed URL's way in (the token under 127.0.0.1, as before), lands on the
     dashboard under its own ``*.localhost`` name (Chromium resolves it to loopback itself) and
     draws it; then it visits another user's server on another port of 127.0.0.1 and of localhost,
@@ -435,7 +456,8 @@ def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated):
     from playwright.sync_api import sync_playwright
 
     own = gated.session_host
-    other = _Recorder()
+    other = _Recorder(other_user)
+    seen: list[tuple[str, str]] = []
     try:
         with sync_playwright() as pw:
             browser = launch_chromium(pw)
@@ -457,10 +479,10 @@ def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated):
             finally:
                 browser.close()
     finally:
-        other.close()
-    by_host = {host.rsplit(":", 1)[0]: cookie for host, cookie in other.seen}
-    assert set(by_host) >= {"127.0.0.1", "localhost", own}, other.seen
-    assert "qnn-lab-" not in by_host["127.0.0.1"] and "qnn-lab-" not in by_host["localhost"], other.seen
+        seen = other.close()
+    by_host = {host.rsplit(":", 1)[0]: cookie for host, cookie in seen}
+    assert set(by_host) >= {"127.0.0.1", "localhost", own}, seen
+    assert "qnn-lab-" not in by_host["127.0.0.1"] and "qnn-lab-" not in by_host["localhost"], seen
     assert session["value"] in by_host[own]  # the control
     cookie = f"{session['name']}={session['value']}"
     own_ws = {"Host": own_host(gated), "Origin": own_origin(gated), "Cookie": cookie}
