@@ -38,6 +38,7 @@ import hmac
 import os
 import secrets
 import threading
+import time
 import tomllib
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
@@ -98,13 +99,11 @@ class OperatorConfig:
     def host_allowed(self, host: str | None) -> bool:
         """Whether a Host header's name (port ignored) is one the dashboard answers to; ``*.x``
         entries match subdomains of x."""
-        name = host_name(host)
-        if not name:
-            return False
-        for allowed in self.hosts:
-            if allowed == name or (allowed.startswith("*.") and name.endswith(allowed[1:])):
-                return True
-        return False
+        return matches_any(host_name(host), self.hosts)
+
+    def operator_host(self, host: str | None) -> bool:
+        """Whether a Host header's name is one the operator listed in ``allowed_hosts``."""
+        return matches_any(host_name(host), tuple(h.lower().strip("[]") for h in self.allowed_hosts))
 
     def python_path(self, name: str) -> str | None:
         """The interpreter the operator listed as ``name`` (None: not listed)."""
@@ -123,6 +122,13 @@ class OperatorConfig:
         """Whether ``path`` is one of the known_hosts files the operator allows from a page."""
         target = os.path.realpath(Path(path).expanduser())
         return any(os.path.realpath(Path(p).expanduser()) == target for p in self.known_hosts)
+
+
+def matches_any(name: str, hosts) -> bool:
+    """Whether a host name is one of ``hosts`` (``*.x`` matches the subdomains of x), as Streamlit's
+    ``server.allowedHosts`` matches too."""
+    return bool(name) and any(allowed == name or (allowed.startswith("*.") and name.endswith(allowed[1:]))
+                              for allowed in hosts)
 
 
 def host_name(host: str | None) -> str:
@@ -302,34 +308,84 @@ def _parse_hash(stored: str, where: str) -> tuple[int, int, int, bytes, bytes]:
 
 
 # -- the gatekeeper of a running dashboard ------------------------------------------------------------
+TICKET_SECONDS = 120.0  # a password sign-in's hand-over to the session's own host name
+
+
+def session_host_name(port: int) -> str:
+    """A host name of this start's own, ``qnn-<port>-<80 random bits>.localhost``.
+
+    Why: a browser sends a host's cookies to every port of that host, so a session cookie set for
+    127.0.0.1 reaches any listener another user runs on another port of 127.0.0.1. Browsers
+    resolve every ``*.localhost`` name to loopback themselves (RFC 6761; Chromium and Firefox never
+    ask DNS) and keep cookies per host name, so under a name nobody else knows the cookie goes to
+    this dashboard's ports only. The name is as secret as the token: only the printed URL and a
+    signed-in browser carry it."""
+    return f"qnn-{port}-{secrets.token_hex(10)}.localhost"
+
+
 @dataclass(frozen=True)
 class Gatekeeper:
     """What a browser must show to drive this dashboard process: the token (per start, or the
-    operator's) or the operator's password, then the per-start session cookie the gate hands out."""
+    operator's) or the operator's password, then the per-start session cookie the gate hands out,
+    under this start's own host name (or a name the operator allowed)."""
 
     config: OperatorConfig
     token: str | None  # None: only the operator's password signs in
     generated: bool
     port: int
     cookie_value: str
+    session_host: str = ""
+    _tickets: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def cookie_name(self) -> str:
-        """Per port: a browser sends every cookie of a host to all its ports, and two dashboards
-        on one machine must not overwrite each other's."""
+        """Per port: two dashboards on one machine must not overwrite each other's."""
         return f"qnn-lab-{self.port}"
 
     @property
     def password_hash(self) -> str | None:
         return self.config.password_hash
 
+    def serves(self, host: str | None) -> bool:
+        """Whether a request under this Host gets the dashboard (and the cookie): this start's own
+        name, or one the operator listed. A plain loopback name (``127.0.0.1``, ``localhost``)
+        only leads a browser that shows the secret to the own name: every other user's server on
+        another port of that name would receive a cookie set there."""
+        name = host_name(host)
+        return bool(name) and (name == self.session_host or self.config.operator_host(name))
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether the gate answers this Host at all (the rest gets 421: DNS rebinding)."""
+        return self.serves(host) or self.config.host_allowed(host)
+
     def accepts(self, secret: str | None) -> bool:
-        """Whether ``secret`` is the token or the password (each compared in constant time)."""
+        """Whether ``secret`` is the token, the password or a live hand-over ticket (each compared
+        in constant time; a ticket works once)."""
         if not secret or len(secret) > 1024:
             return False
         if self.token is not None and token_matches(secret, self.token):
             return True
+        if self._redeem(secret):
+            return True
         return self.password_hash is not None and password_matches(secret, self.password_hash)
+
+    def ticket(self) -> str:
+        """A one-time secret that signs a browser in once, within ``TICKET_SECONDS``: what a password
+        typed under a loopback name hands to the session's own name (a cookie cannot be set for
+        another host, and the password must not travel in a URL)."""
+        value = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with _lock:
+            for old in [t for t, until in self._tickets.items() if until < now]:
+                del self._tickets[old]
+            self._tickets[value] = now + TICKET_SECONDS
+        return value
+
+    def _redeem(self, secret: str) -> bool:
+        with _lock:
+            found = next((t for t in self._tickets if token_matches(secret, t)), None)
+            until = self._tickets.pop(found, 0.0) if found else 0.0
+        return until >= time.monotonic()
 
     def cookie_ok(self, header: str | None) -> bool:
         """Whether a ``Cookie`` request header carries this gate's session cookie (a malformed
@@ -344,12 +400,15 @@ class Gatekeeper:
 
     def cookie_header(self) -> str:
         """A session cookie (no expiry: it ends with the browser session, and with the server,
-        whose per-start value it is), unreadable by scripts and never sent cross-site."""
+        whose per-start value it is), unreadable by scripts, never sent cross-site, and (no
+        ``Domain``) sent to the host name it was set under only."""
         return f"{self.cookie_name}={self.cookie_value}; Path=/; HttpOnly; SameSite=Strict"
 
     def url(self, address: str) -> str:
-        """The URL that signs the operator's browser in (the token in its query)."""
-        host = "127.0.0.1" if address in ("", "0.0.0.0", "::") else address
+        """The URL that signs the operator's browser in (the token in its query), under this
+        start's own host name when the dashboard listens on loopback or everywhere."""
+        loopback = address in ("", "0.0.0.0", "::") or address in LOOPBACK_HOSTS
+        host = self.session_host if loopback and self.session_host else address
         host = f"[{host}]" if ":" in host else host
         query = f"?token={self.token}" if self.token else ""
         return f"http://{host}:{self.port}/{query}"
@@ -377,7 +436,7 @@ def gatekeeper(port: int = 0) -> Gatekeeper:
         if _keeper is None:
             token = config.token or (None if config.password_hash else new_token())
             _keeper = Gatekeeper(config, token, generated=config.token is None and token is not None, port=port,
-                                 cookie_value=secrets.token_urlsafe(32))
+                                 cookie_value=secrets.token_urlsafe(32), session_host=session_host_name(port))
         return _keeper
 
 
@@ -385,6 +444,13 @@ def active_gatekeeper() -> Gatekeeper | None:
     """The gatekeeper if this process serves the dashboard through its gate, else None (the CLI,
     a notebook, a test driving a page script directly)."""
     return _keeper
+
+
+def browser_host_allowed(host: str | None) -> bool:
+    """Whether a browser that reached the dashboard under ``host`` may be sent to it again (a
+    viewer's URL): behind the gate, a name it serves; else any name the dashboard answers to."""
+    keeper = _keeper
+    return keeper.serves(host) if keeper is not None else operator().host_allowed(host)
 
 
 # -- where a setting comes from ---------------------------------------------------------------------

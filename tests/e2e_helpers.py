@@ -65,7 +65,21 @@ class RunningApp:
 
     @property
     def url(self) -> str:
+        """The plain loopback URL: with the token it leads a browser to ``session_url``."""
         return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def session_host(self) -> str:
+        """This start's own host name, ``qnn-<port>-<random>.localhost``, from the URL it printed
+        (Chromium resolves it to loopback; Python's resolver does not, so requests from a test go
+        to 127.0.0.1 with it as their ``Host``)."""
+        found = re.search(r"open http://(qnn-\d+-[0-9a-f]+\.localhost):\d+/", self.log_text())
+        assert found, f"the dashboard printed no URL under its own host name:\n{self.log_text()}"
+        return found.group(1)
+
+    @property
+    def session_url(self) -> str:
+        return f"http://{self.session_host}:{self.port}/"
 
     def signed_in_url(self, path: str = "") -> str:
         """``path`` of the app with the token: the gate sets its session cookie and redirects."""

@@ -27,7 +27,7 @@ from e2e_helpers import ROOT, free_port, launch_chromium, require_chromium, runn
 
 from dashboard import access
 from dashboard.errors import UserError
-from dashboard.views.gate import same_origin
+from dashboard.views.gate import same_origin, same_origin_path
 
 PASSWORD = "correct horse battery staple"
 SAMPLE = "samples/cnn_classifier.onnx"
@@ -106,7 +106,7 @@ def test_hash_password_command(tmp_path):
     ("http://localhost", "localhost:80", True),
     ("http://127.0.0.1:9999", "127.0.0.1:8501", False),
     ("http://evil.example:8501", "127.0.0.1:8501", False),
-    ("https://127.0.0.1:8501", "127.0.0.1:8501", True),
+    ("https://127.0.0.1:8501", "127.0.0.1:8501", False),  # the scheme counts: this server speaks http
     ("null", "127.0.0.1:8501", False),
     ("file://", "127.0.0.1:8501", False),
     ("http://[::1", "[::1]:8501", False),  # malformed: refused, never a server error
@@ -114,6 +114,42 @@ def test_hash_password_command(tmp_path):
 ])
 def test_same_origin(origin, host, same):
     assert same_origin(origin, host) is same
+
+
+def test_same_origin_is_the_schemes_too():
+    """Behind TLS (the server's own, or a proxy's ``X-Forwarded-Proto`` that uvicorn trusts) only an
+    ``https`` origin is this server's, and the default port follows the scheme."""
+    assert same_origin("https://dash.lab.example", "dash.lab.example", "https")
+    assert same_origin("https://dash.lab.example:443", "dash.lab.example", "https")
+    assert not same_origin("http://dash.lab.example", "dash.lab.example", "https")
+    assert not same_origin("http://dash.lab.example:443", "dash.lab.example:443", "https")
+    assert not same_origin("ws://127.0.0.1:8501", "127.0.0.1:8501")
+
+
+@pytest.mark.parametrize("target, kept", [
+    ("/partitions?model=sample:a.onnx&fp16=off", "/partitions?model=sample:a.onnx&fp16=off"),
+    ("/", "/"), ("/a b/é", "/a%20b/%C3%A9"),  # a header stays ASCII
+    ("//evil.example/?token=T", None), ("/\\evil.example?token=T", None), ("/x\\y", None),
+    ("/\t/evil.example", None), ("/devices\r\nSet-Cookie: x=1", None), ("/\x7f", None),
+    ("https://evil.example/", None), ("evil", None), ("", None),
+])
+def test_a_redirect_stays_on_this_server(target, kept):
+    assert same_origin_path(target) == kept
+
+
+def test_the_start_names_what_server_allowed_hosts_lacks():
+    """Streamlit refuses a websocket whose Host its ``server.allowedHosts`` lacks: the project's
+    config covers each start's own name with ``*.localhost``, and a narrower list is named."""
+    import tomllib
+
+    from dashboard.views.gate import unlisted_hosts
+
+    keeper = access.Gatekeeper(access.OperatorConfig(allowed_hosts=("dash.lab.example",)), "t" * 20, False, 8501,
+                               "c", session_host=access.session_host_name(8501))
+    shipped = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]["allowedHosts"]
+    assert unlisted_hosts(keeper, shipped) == ["dash.lab.example"]
+    assert unlisted_hosts(keeper, [*shipped, "dash.lab.example"]) == [] and unlisted_hosts(keeper, ["*"]) == []
+    assert unlisted_hosts(keeper, ["localhost", "127.0.0.1"]) == [keeper.session_host, "dash.lab.example"]
 
 
 # -- a real server ----------------------------------------------------------------------------------
@@ -126,14 +162,23 @@ def gated():
 
 
 def request(app, path: str, headers: dict | None = None, method: str = "GET", body: bytes | None = None):
-    """One request to the app (no redirect following): (status, headers, body)."""
+    """One request to the app (no redirect following), under its own host name unless ``headers``
+    name another: (status, headers, body)."""
     conn = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
     try:
-        conn.request(method, path, body=body, headers={"Host": f"127.0.0.1:{app.port}", **(headers or {})})
+        conn.request(method, path, body=body, headers={"Host": own_host(app), **(headers or {})})
         response = conn.getresponse()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:
         conn.close()
+
+
+def own_host(app) -> str:
+    return f"{app.session_host}:{app.port}"
+
+
+def own_origin(app) -> str:
+    return f"http://{app.session_host}:{app.port}"
 
 
 def sign_in(app) -> str:
@@ -152,6 +197,36 @@ def test_without_the_token_nothing_is_served(gated):
     assert request(gated, "/_stcore/health")[0] == 200  # start-up checks: "ok" and nothing else
 
 
+def test_only_the_health_check_is_open(gated):
+    """``/healthz`` is no route of the app: Streamlit would answer it with its index page."""
+    status, _, body = request(gated, "/_stcore/health")
+    assert status == 200 and body.strip() == b"ok"
+    for path in ("/healthz", "/_stcore/health/", "/_stcore/healthz", "/_stcore/script-health-check"):
+        status, _, body = request(gated, path)
+        assert status == 401 and b"<script" not in body.lower(), (path, status)
+
+
+@pytest.mark.parametrize("path", ["//evil.example/?token={token}", "/\\evil.example?token={token}",
+                                  "/%2F%2Fevil.example/?token={token}", "/%5Cevil.example/?token={token}",
+                                  "/%09/evil.example/?token={token}"])
+def test_the_token_never_sends_the_browser_off_site(gated, path):
+    status, headers, _ = request(gated, path.format(token=gated.token))
+    assert status == 303 and headers["location"] == "/", headers.get("location")
+    assert "HttpOnly" in headers["set-cookie"]
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "/\\evil.example", "/devices\nSet-Cookie: x=1",
+                                    "/devices\r\n", "/\t/evil.example", "http://evil.example/"])
+def test_the_sign_in_forms_next_stays_on_this_server(gated, target):
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": own_origin(gated)}
+    form = urlencode({"secret": PASSWORD, "next": target}).encode()
+    status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form)
+    assert status == 303 and reply["location"] == "/", reply.get("location")
+    status, _, body = request(gated, "/x", {"Cookie": reply["set-cookie"].split(";", 1)[0]})
+    assert status == 200  # signed in all the same
+    assert "Traceback" not in gated.log_text()
+
+
 def test_the_token_becomes_a_private_session_cookie(gated):
     status, headers, _ = request(gated, f"/classifier?token={gated.token}&x=1")
     assert status == 303 and headers["location"] == "/classifier?x=1"  # the token leaves the URL
@@ -165,7 +240,7 @@ def test_the_token_becomes_a_private_session_cookie(gated):
 
 def test_the_sign_in_form_takes_the_password(gated):
     form = lambda secret: f"secret={secret}&next=/devices".encode()  # noqa: E731
-    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://127.0.0.1:{gated.port}"}
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": own_origin(gated)}
     status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form(PASSWORD.replace(" ", "+")))
     assert status == 303 and reply["location"] == "/devices" and "HttpOnly" in reply["set-cookie"]
     assert request(gated, "/_qnn_lab/sign-in", headers, "POST", form("wrong"))[0] == 403
@@ -195,7 +270,7 @@ def test_signing_in_keeps_the_links_page_and_its_parameters(gated):
     assert page_headers["referrer-policy"] != "no-referrer"
     [carried] = re.findall(r'name="next" value="([^"]*)"', body.decode())
     assert html.unescape(carried) == LINK
-    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"http://127.0.0.1:{gated.port}"}
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": own_origin(gated)}
     form = urlencode({"secret": PASSWORD, "next": html.unescape(carried)}).encode()  # what a browser posts
     status, reply, _ = request(gated, "/_qnn_lab/sign-in", headers, "POST", form)
     assert status == 303 and _link_params(reply["location"]) == _link_params(LINK)
@@ -227,7 +302,9 @@ def test_signing_in_from_a_link_in_a_browser_opens_its_page_with_its_settings(ga
             page.click("button[type=submit]")
             page.wait_for_url(re.compile(r"/partitions\?"), timeout=60_000)
             wait_for_idle(page)
-            path, query = _link_params(page.url.split(str(gated.port), 1)[1])
+            landed = urlsplit(page.url)
+            assert landed.hostname == gated.session_host, page.url  # through the hand-over to its own name
+            path, query = _link_params(f"{landed.path}?{landed.query}")
             assert path == "/partitions" and ("model", "sample:text_encoder.onnx") in query, page.url
             assert ("fp16", "off") in query and ("dim.sequence_length", "64") in query, page.url
             assert page.get_by_role("heading", name="Partitions").count()
@@ -268,14 +345,153 @@ def websocket_status(port: int, headers: dict[str, str]) -> int:
 
 def test_websockets_need_the_cookie_and_the_very_origin(gated):
     cookie = sign_in(gated)
-    own = {"Host": f"127.0.0.1:{gated.port}", "Origin": f"http://127.0.0.1:{gated.port}"}
+    own = {"Host": own_host(gated), "Origin": own_origin(gated)}
     assert websocket_status(gated.port, {**own, "Cookie": cookie}) == 101
     assert websocket_status(gated.port, own) == 403  # no cookie
-    other_port = {**own, "Origin": f"http://127.0.0.1:{gated.port + 1}", "Cookie": cookie}
+    other_port = {**own, "Origin": f"http://{gated.session_host}:{gated.port + 1}", "Cookie": cookie}
     assert websocket_status(gated.port, other_port) == 403  # a page on another loopback port
     assert websocket_status(gated.port, {**own, "Origin": "http://evil.example", "Cookie": cookie}) == 403
+    https = {**own, "Origin": f"https://{gated.session_host}:{gated.port}", "Cookie": cookie}
+    assert websocket_status(gated.port, https) == 403  # another scheme is another origin
     assert websocket_status(gated.port, {**own, "Host": "evil.example", "Origin": "http://evil.example",
                                          "Cookie": cookie}) == 403
+
+
+def test_a_plain_loopback_name_only_leads_to_the_dashboards_own_name(gated):
+    """Under 127.0.0.1 or localhost (names every server on the machine shares, with their cookies)
+    the gate sets no cookie and takes none: the token, or a password that becomes a one-time
+    ticket, sends the browser to this start's own name, and nothing else says that name."""
+    own = gated.session_host
+    assert re.fullmatch(rf"qnn-{gated.port}-[0-9a-f]{{20}}\.localhost", own)
+    assert f"open http://{own}:{gated.port}/?token=" in gated.log_text()  # the printed URL
+    for name in ("127.0.0.1", "localhost", "[::1]"):
+        plain = {"Host": f"{name}:{gated.port}"}
+        status, headers, _ = request(gated, f"/classifier?token={gated.token}&x=1", plain)
+        assert status == 303 and "set-cookie" not in headers, (name, status)
+        assert headers["location"] == f"http://{own}:{gated.port}/classifier?token={gated.token}&x=1"
+        status, headers, body = request(gated, "/", plain)
+        assert status == 401 and own.encode() not in body and "set-cookie" not in headers
+        status, _, body = request(gated, f"/?token={gated.token}x", plain)
+        assert status == 403 and own.encode() not in body
+        assert request(gated, "/_stcore/health", plain)[0] == 200
+    cookie = sign_in(gated)
+    status, _, body = request(gated, "/", {"Host": f"127.0.0.1:{gated.port}", "Cookie": cookie})
+    assert status == 401 and b"<script" not in body.lower()  # the cookie counts under the own name only
+    # The password typed under 127.0.0.1: a one-time ticket to the own name, not a cookie.
+    form = urlencode({"secret": PASSWORD, "next": "/devices?x=1"}).encode()
+    plain = {"Host": f"127.0.0.1:{gated.port}", "Origin": f"http://127.0.0.1:{gated.port}",
+             "Content-Type": "application/x-www-form-urlencoded"}
+    status, headers, _ = request(gated, "/_qnn_lab/sign-in", plain, "POST", form)
+    assert status == 303 and "set-cookie" not in headers
+    target = urlsplit(headers["location"])
+    assert (target.hostname, target.port, target.path) == (own, gated.port, "/devices")
+    ticket = dict(parse_qsl(target.query))["token"]
+    assert ticket not in (gated.token, PASSWORD) and dict(parse_qsl(target.query))["x"] == "1"
+    status, headers, _ = request(gated, f"{target.path}?{target.query}")
+    assert status == 303 and headers["location"] == "/devices?x=1" and "HttpOnly" in headers["set-cookie"]
+    assert request(gated, f"/?token={ticket}")[0] == 403  # once only
+
+
+RECORDER_SCRIPT = r"""
+import http.server, json, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print(json.dumps([self.headers.get("Host"), self.headers.get("Cookie") or ""]), flush=True)
+        body = b"<!doctype html><p>another server</p>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+class _Recorder:
+    """An HTTP server that another user of this machine runs on another loopback port (a second OS
+    user when the test may make one, else a second process): it answers every request and records
+    the Host and Cookie headers it was sent, one line each, before it answers."""
+
+    def __init__(self, user: str | None) -> None:
+        python = "/usr/bin/python3" if user and Path("/usr/bin/python3").exists() else sys.executable
+        command = [python, "-c", RECORDER_SCRIPT]
+        if user:
+            command = ["runuser", "-u", user, "--", *command]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd="/")
+        self.port = int(self.process.stdout.readline())
+
+    def close(self) -> list[tuple[str, str]]:
+        """Stop it: what it was sent, (Host, Cookie) per request."""
+        stop_process(self.process)
+        return [tuple(json.loads(line)) for line in self.process.stdout.read().splitlines() if line]
+
+
+@pytest.fixture
+def other_user():
+    """A second OS user when this test may make one (root, useradd), else None."""
+    if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        yield None
+        return
+    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True, timeout=60)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True,
+                   timeout=60)
+    try:
+        yield INTRUDER
+    finally:
+        subprocess.run(["userdel", INTRUDER], capture_output=True, timeout=60)
+
+
+def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated, other_user):
+    """Chromium opens the printed URL's way in (the token under 127.0.0.1, as before), lands on the
+    dashboard under its own ``*.localhost`` name (Chromium resolves it to loopback itself) and
+    draws it; then it visits another user's server on another port of 127.0.0.1 and of localhost,
+    which records what it is sent: no session cookie. The cookie itself, presented under another
+    host name or from another origin, opens no websocket. (Before, the cookie was 127.0.0.1's, so
+    every port of 127.0.0.1 received it, and with it the websocket.)"""
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    own = gated.session_host
+    other = _Recorder(other_user)
+    seen: list[tuple[str, str]] = []
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                context = browser.new_context()
+                page = context.new_page()
+                gated.open(page)
+                page.wait_for_selector('[data-testid="stApp"]', timeout=90_000)
+                assert urlsplit(page.url).hostname == own, page.url
+                [session] = [c for c in context.cookies() if c["name"] == f"qnn-lab-{gated.port}"]
+                assert session["domain"] == own and session["httpOnly"] and session["sameSite"] == "Strict"
+                for name in ("127.0.0.1", "localhost"):
+                    page.goto(f"http://{name}:{other.port}/page")
+                    page.get_by_text("another server").wait_for()
+                # The recorder does see cookies: under the dashboard's own name (which only the
+                # operator's browser knows) the browser sends it to every port, as to Netron's.
+                page.goto(f"http://{own}:{other.port}/control")
+                page.get_by_text("another server").wait_for()
+            finally:
+                browser.close()
+    finally:
+        seen = other.close()
+    by_host = {host.rsplit(":", 1)[0]: cookie for host, cookie in seen}
+    assert set(by_host) >= {"127.0.0.1", "localhost", own}, seen
+    assert "qnn-lab-" not in by_host["127.0.0.1"] and "qnn-lab-" not in by_host["localhost"], seen
+    assert session["value"] in by_host[own]  # the control
+    cookie = f"{session['name']}={session['value']}"
+    own_ws = {"Host": own_host(gated), "Origin": own_origin(gated), "Cookie": cookie}
+    assert websocket_status(gated.port, own_ws) == 101
+    for name in ("127.0.0.1", "localhost"):
+        elsewhere = {"Host": f"{name}:{gated.port}", "Origin": f"http://{name}:{gated.port}", "Cookie": cookie}
+        assert websocket_status(gated.port, elsewhere) == 403, name
+    for origin in (f"http://127.0.0.1:{other.port}", f"http://{own}:{other.port}", f"http://localhost:{gated.port}"):
+        assert websocket_status(gated.port, {**own_ws, "Origin": origin}) == 403, origin
 
 
 class _Listener:
@@ -329,8 +545,8 @@ def test_a_foreign_origin_makes_no_outside_request(tmp_path):
         env = {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy, "NO_PROXY": ""}
         with running_app("--model", SAMPLE, env=env) as app:
             cookie = sign_in(app)
-            for origin in ("http://evil.example", f"http://127.0.0.1:{app.port + 1}", "http://10.1.2.3:8501"):
-                headers = {"Host": f"127.0.0.1:{app.port}", "Origin": origin, "Cookie": cookie}
+            for origin in ("http://evil.example", f"http://{app.session_host}:{app.port + 1}", "http://10.1.2.3:8501"):
+                headers = {"Host": own_host(app), "Origin": origin, "Cookie": cookie}
                 assert websocket_status(app.port, headers) == 403
                 assert request(app, "/_stcore/host-config", headers)[0] == 403
             time.sleep(2)  # Streamlit's lookup would have started by now (it times out after 1 s)
@@ -351,10 +567,11 @@ def test_no_page_makes_the_browser_request_anything_outside(tmp_path):
 
     require_chromium()
     outside: list[str] = []
+    own: list[str] = []  # the dashboard's own host name, once it has started
 
     def route(handler_route):
         url = handler_route.request.url
-        if url.startswith(("data:", "blob:", "about:")) or urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1"):
+        if url.startswith(("data:", "blob:", "about:")) or urlsplit(url).hostname in ("127.0.0.1", *own):
             handler_route.continue_()
         else:
             outside.append(url)
@@ -364,6 +581,7 @@ def test_no_page_makes_the_browser_request_anything_outside(tmp_path):
         browser = launch_chromium(pw)
         try:
             page = browser.new_page()
+            own.append(app.session_host)
             page.route("**/*", route)
             app.open(page)
             wait_for_idle(page)
@@ -377,7 +595,7 @@ def test_no_page_makes_the_browser_request_anything_outside(tmp_path):
     assert outside == []
     assert len(icons) == len(PAGES) and all(icons.values()), icons
     for title, hrefs in icons.items():
-        assert all(href.startswith("data:") or urlsplit(href).hostname == "127.0.0.1" for href in hrefs), (title, hrefs)
+        assert all(href.startswith("data:") or urlsplit(href).hostname in own for href in hrefs), (title, hrefs)
 
 
 # -- another user of this machine ---------------------------------------------------------------------
@@ -451,11 +669,11 @@ def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):
 # -- in a browser ----------------------------------------------------------------------------------
 EVIL_PAGE = """<!doctype html><script>
 window.result = new Promise(done => {
-  const ws = new WebSocket("ws://127.0.0.1:%(port)d/_stcore/stream", "streamlit");
+  const ws = new WebSocket("ws://%(host)s:%(port)d/_stcore/stream", "streamlit");
   ws.onopen = () => done("opened");
   ws.onerror = () => done("refused");
 });
-window.fetched = fetch("http://127.0.0.1:%(port)d/", {credentials: "include"})
+window.fetched = fetch("http://%(host)s:%(port)d/", {credentials: "include"})
   .then(r => r.text()).then(t => "read " + t.length, e => "blocked");
 </script>"""
 
@@ -467,7 +685,8 @@ def test_a_page_on_another_loopback_port_cannot_drive_a_signed_in_dashboard(gate
     require_chromium()
     from playwright.sync_api import sync_playwright
 
-    (tmp_path / "index.html").write_text(EVIL_PAGE % {"port": gated.port})
+    # the worst case: a page that knows the dashboard's own host name (it has no way to learn it)
+    (tmp_path / "index.html").write_text(EVIL_PAGE % {"host": gated.session_host, "port": gated.port})
     evil_port = free_port()
     evil = subprocess.Popen([sys.executable, "-m", "http.server", str(evil_port), "--bind", "127.0.0.1"],
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

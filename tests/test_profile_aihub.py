@@ -103,6 +103,68 @@ def test_a_malformed_or_mismatched_file_is_one_line_and_exit_2(tmp_path, capsys,
     assert err.startswith("error: ") and len(err.splitlines()) == 1 and words in err
 
 
+def _one_short_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err[:300]
+    assert len(err) < 300, f"{len(err)} characters: {err[:300]}"
+    return err
+
+
+def test_a_file_over_the_size_cap_is_refused_before_it_is_read(tmp_path, capsys):
+    """A file larger than ``MAX_FILE_BYTES`` (sparse here: it costs no disk) is refused from its
+    first ``MAX_FILE_BYTES`` + 1 bytes, never parsed (before, a 300 MB one took 1.25 GB)."""
+    from dashboard.profile import aihub
+
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as handle:
+        handle.truncate(aihub.MAX_FILE_BYTES + 1)
+    assert main(["profile", str(SAMPLE), "--aihub", str(path)]) == 2
+    assert f"read up to {aihub.MAX_FILE_BYTES >> 20} MB" in _one_short_line(capsys)
+
+
+def test_a_layer_name_over_the_cap_is_refused_in_a_short_line(tmp_path, capsys):
+    """A 1 MB layer name (before: echoed whole into the "one-line" error, 314 MB of it for a
+    300 MB name)."""
+    from dashboard.profile import aihub
+
+    huge = dict(LAYERS[1], name="/features.0/features.0/Conv" + "x" * (1 << 20))
+    assert main(["profile", str(SAMPLE), "--aihub", str(write(tmp_path, download_profile([huge])))]) == 2
+    assert f"at most {aihub.MAX_TEXT}" in _one_short_line(capsys)
+    long_type = dict(LAYERS[1], type="T" * (aihub.MAX_TEXT + 1))
+    assert main(["profile", str(SAMPLE), "--aihub", str(write(tmp_path, download_profile([long_type])))]) == 2
+    assert "execution_detail[0].type" in _one_short_line(capsys)
+
+
+def test_more_layers_than_the_cap_are_refused(tmp_path, capsys):
+    from dashboard.profile import aihub
+
+    layers = [{"name": f"n{i}", "type": "Conv", "compute_unit": "NPU"} for i in range(aihub.MAX_LAYERS + 1)]
+    assert main(["profile", str(SAMPLE), "--aihub", str(write(tmp_path, download_profile(layers)))]) == 2
+    assert f"{aihub.MAX_LAYERS + 1} layers" in _one_short_line(capsys)
+
+
+def test_what_an_error_quotes_from_the_file_is_cut_short(tmp_path, capsys):
+    """Another model's profile whose first layer has a long (allowed) name, under a long file name:
+    the error quotes the start of one and the end of the other."""
+    from dashboard.profile import aihub
+
+    name = "/other/model/" + "y" * (aihub.MAX_TEXT - 20)
+    folder = tmp_path / ("d" * 150)
+    folder.mkdir()
+    path = write(folder, download_profile([{"name": name, "type": "Conv", "compute_unit": "NPU"}]))
+    assert main(["profile", str(SAMPLE), "--aihub", str(path)]) == 2
+    err = _one_short_line(capsys)
+    assert "another model" in err and "/other/model/yyy" in err and "profile.json" in err
+
+
+def test_a_long_device_name_is_cut_in_the_label(tmp_path):
+    from dashboard.profile import aihub
+    from dashboard.profile.aihub import import_file
+
+    named = import_file(write(tmp_path, {**download_profile(LAYERS), "device": "S" * (1 << 20)}), SAMPLE)
+    assert len(named.backends["htp"].hardware) <= aihub.MAX_TEXT + len("AI Hub, ")
+
+
 def test_the_cli_shows_an_import_with_its_unmatched_count_and_json(tmp_path, capsys):
     path = write(tmp_path, download_profile(LAYERS))
     assert main(["profile", str(SAMPLE), "--aihub", str(path), "--device-name", "Galaxy S24"]) == 0

@@ -228,6 +228,30 @@ def test_an_uploaded_ai_hub_profile_joins_the_session_and_a_malformed_one_is_one
     assert len(at.session_state["profile_runs"]) == 2  # nothing the user had is lost
 
 
+def test_an_upload_over_the_cap_is_one_short_error_and_loses_nothing():
+    """An AI Hub upload larger than ``MAX_FILE_BYTES`` (before: the page took up to 2 GB), and one
+    whose layer name is long, each give one short error; the session's profiles stay."""
+    import json
+
+    from dashboard.profile import aihub
+    from test_profile_aihub import LAYERS, download_profile
+
+    at = with_profiles(("simulator", cnn_profile()))
+    digest = at.session_state["selected_model"].digest
+    uploader = f"pf_aihub_{digest}"
+    before = [e.value for e in at.error]
+    at.file_uploader(key=uploader).upload("big.json", b" " * (aihub.MAX_FILE_BYTES + 1)).run()
+    assert not at.exception
+    [error] = [e.value.replace("\\", "") for e in at.error if e.value not in before]
+    assert f"read up to {aihub.MAX_FILE_BYTES >> 20} MB" in error and len(error) < 300, error[:300]
+    named = download_profile([dict(LAYERS[1], name="x" * (4 << 20))])
+    at.file_uploader(key=uploader).upload("x" * 5000 + ".json", json.dumps(named).encode()).run()
+    assert not at.exception
+    [error] = [e.value.replace("\\", "") for e in at.error if e.value not in before]
+    assert f"at most {aihub.MAX_TEXT}" in error and len(error) < 300, error[:300]
+    assert len(at.session_state["profile_runs"]) == 1  # nothing the user had is lost
+
+
 def test_a_profile_keeps_running_while_the_user_is_on_another_page():
     at = page_with_model("profile", SAMPLE, "cnn", timeout=TIMEOUT)
     at.number_input(key=f"pf_runs_{at.session_state['selected_model'].digest}").set_value(2)

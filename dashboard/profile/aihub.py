@@ -16,6 +16,12 @@ model nodes by name, after the usual renames are undone on both sides (``_token_
 transformation, a QNN converter's ``/`` and ``.`` turned into ``_``, an ``_output_0`` tensor
 suffix). Every layer that matches no node is listed (``Profile.unmatched``), never dropped; a file
 in which no layer matches the model is refused (another model's profile).
+
+The file comes from anyone who can upload to the Profile page, so what it may cost is capped
+before it is believed: ``MAX_FILE_BYTES`` before it is parsed (parsing costs ~10 times the
+file in memory), ``MAX_LAYERS`` layers, ``MAX_TEXT`` characters in a layer's name or type, and
+whatever an error line quotes from it (``ECHO`` characters). A real profile is far below each:
+a layer is ~150 bytes of JSON, and the largest models AI Hub profiles have a few ten thousand.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ backend (never the CPU fallback: nothing says it fell back)."""
 UNIT_PREFIX = "COMPUTE_UNIT_"  # older qai-hub clients write ComputeUnit's enum name (COMPUTE_UNIT_NPU)
 SUMMARY_FIGURES = (("estimated_inference_time", "us"), ("first_load_time", "us"), ("warm_load_time", "us"),
                    ("estimated_inference_peak_memory", "bytes"))
+MAX_FILE_BYTES = 32 << 20
+MAX_LAYERS = 200_000
+MAX_TEXT = 1024  # characters of a layer's name or type, and of the device's name
+ECHO = 80  # characters of the file's own text (a name, a file name) quoted in an error line
 _SUFFIXES = re.compile(r"(_token_\d+|_output_\d+|:\d+)+$")
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
@@ -44,16 +54,42 @@ def normalised(name: str) -> str:
     return _NOT_WORD.sub("_", _SUFFIXES.sub("", name).lower()).strip("_")
 
 
+def clipped(text: object, limit: int = ECHO) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis: what an error line quotes from a file."""
+    value = str(text)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _named(where: str) -> str:
+    """A file's name for an error line: its last ``ECHO`` characters (a path's end names the file)."""
+    return where if len(where) <= ECHO else "…" + where[-(ECHO - 1):]
+
+
+def too_large(size: int, where: str) -> UserError:
+    return UserError(f"{_named(where)}: {size / (1 << 20):.0f} MB; an AI Hub profile is read up to "
+                     f"{MAX_FILE_BYTES >> 20} MB (a real one is a few MB)")
+
+
 def read_file(path: str | Path) -> dict:
+    """The profile at ``path``, read up to ``MAX_FILE_BYTES`` (a larger file, or an endless one
+    such as a FIFO, is refused without being read whole)."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UserError(f"{path}: cannot read the AI Hub profile ({exc.strerror or exc})") from None
+        raise UserError(f"{_named(str(path))}: cannot read the AI Hub profile ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        size = Path(path).stat().st_size if Path(path).is_file() else len(data)
+        raise too_large(size, str(path))
     return parse_bytes(data, str(path))
 
 
 def parse_bytes(data: bytes, where: str) -> dict:
-    """An AI Hub profile's JSON from its bytes (a file, an upload); ``where`` names it in errors."""
+    """An AI Hub profile's JSON from its bytes (a file, an upload); ``where`` names it in errors
+    (cut to ``ECHO`` characters)."""
+    where = _named(where)
+    if len(data) > MAX_FILE_BYTES:
+        raise too_large(len(data), where)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -72,6 +108,8 @@ def _layers(data, where: str) -> tuple[dict, list[dict]]:
         raise UserError(f"{where}: not an AI Hub profile (needs 'execution_summary' and 'execution_detail', "
                         "as ProfileJob.download_profile writes)")
     layers = data["execution_detail"]
+    if len(layers) > MAX_LAYERS:
+        raise UserError(f"{where}: {len(layers)} layers; an AI Hub profile is read up to {MAX_LAYERS}")
     for i, layer in enumerate(layers):
         if isinstance(layer, dict) and isinstance(layer.get("compute_unit"), str):
             layer = layers[i] = {**layer, "compute_unit": layer["compute_unit"].removeprefix(UNIT_PREFIX)}
@@ -79,6 +117,10 @@ def _layers(data, where: str) -> tuple[dict, list[dict]]:
                 or not isinstance(layer.get("type"), str) or layer.get("compute_unit") not in UNITS:
             raise UserError(f"{where}: execution_detail[{i}] is not a layer (needs a name, a type and a compute_unit "
                             f"of {', '.join(UNITS)})")
+        for key in ("name", "type"):
+            if len(layer[key]) > MAX_TEXT:
+                raise UserError(f"{where}: execution_detail[{i}].{key} is {len(layer[key])} characters long "
+                                f"(at most {MAX_TEXT}): not an AI Hub layer")
         for key in ("execution_time", "execution_cycles"):
             value = layer.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -92,17 +134,20 @@ def _layers(data, where: str) -> tuple[dict, list[dict]]:
 
 
 def device_of(data: dict, given: str | None) -> str:
+    """The device's name: the one given, else the file's ``device``; either cut to ``MAX_TEXT``."""
     if given:
-        return given
+        return clipped(given, MAX_TEXT)
     device = data.get("device")
     if isinstance(device, dict):
         device = device.get("name")
-    return device if isinstance(device, str) and device.strip() else "unknown device (pass --device-name)"
+    return clipped(device, MAX_TEXT) if isinstance(device, str) and device.strip() \
+        else "unknown device (pass --device-name)"
 
 
 def import_profile(data, graph, where: str, device_name: str | None = None) -> Profile:
     """The imported ``Profile`` of ``graph`` (``intake.graph.ModelGraph``) from AI Hub's ``data``
     (``where`` names it in errors). One line ``UserError`` for a malformed or mismatched file."""
+    where = _named(where)
     summary, layers = _layers(data, where)
     device = device_of(data, device_name)
     index: dict[str, str] = {}
@@ -135,8 +180,8 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
             row.min, row.max = row.median, row.median
             row.qnn_ops.append(layer["name"])
     if not rows:
-        raise UserError(f"{where}: none of its {len(layers)} layers names a node of {Path(graph.path).name} "
-                        f"(first: {layers[0]['name']!r}): is it the profile of another model?")
+        raise UserError(f"{where}: none of its {len(layers)} layers names a node of {clipped(Path(graph.path).name)} "
+                        f"(first: {clipped(repr(layers[0]['name']))}): is it the profile of another model?")
     figures = [Figure(key, float(summary[key]), unit) for key, unit in SUMMARY_FIGURES
                if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)
                and math.isfinite(summary[key])]

@@ -107,11 +107,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(file.read_bytes(), UI_TYPES[file.suffix], {})
 
     def _admitted(self) -> bool:
-        """A Host the dashboard answers to and, behind the gate, the gate's session cookie."""
-        if not access.operator().host_allowed(self.headers.get("Host")):
-            return False
+        """Behind the gate, a host name the gate serves (this start's own, whose cookie the browser
+        sends to this port too, or the operator's) and the gate's session cookie; without a gate,
+        a Host the dashboard answers to."""
         keeper = access.active_gatekeeper()
-        return keeper is None or keeper.cookie_ok(self.headers.get("Cookie"))
+        if keeper is None:
+            return access.operator().host_allowed(self.headers.get("Host"))
+        return keeper.serves(self.headers.get("Host")) and keeper.cookie_ok(self.headers.get("Cookie"))
 
     def _send(self, body, content_type: str, headers: dict[str, str]) -> None:
         self.send_response(200)
@@ -215,7 +217,9 @@ def browser_url(server: NetronServer, page_url: str | None, host_header: str | N
     host = urlsplit(page_url).hostname if page_url else None
     if not host and host_header:
         host = urlsplit("//" + host_header).hostname
-    host = host if host and access.operator().host_allowed(host if ":" not in host else f"[{host}]") else "localhost"
+    keeper = access.active_gatekeeper()
+    fallback = keeper.session_host if keeper is not None else "localhost"
+    host = host if host and access.browser_host_allowed(host if ":" not in host else f"[{host}]") else fallback
     if host == "::1":
         host = LOOPBACK
     elif ":" in host:  # IPv6 literal
@@ -227,5 +231,6 @@ def tunnel_command(port: int, page_url: str | None) -> str:
     """The extra SSH port forward that brings this Netron server to another machine's browser
     (added to the one that forwards the dashboard's port)."""
     host = urlsplit(page_url).hostname if page_url else None
-    target = host if host and host not in ("localhost", LOOPBACK, "::1") else "SERVER"
+    loopback = host in ("localhost", LOOPBACK, "::1") or (host or "").endswith(".localhost")
+    target = host if host and not loopback else "SERVER"
     return f"ssh -N -L {port}:{LOOPBACK}:{port} {target}"

@@ -52,6 +52,7 @@ _SHOWN = "profile_shown"  # model digest -> label of the profile shown (and draw
 _JOB = "profile_job"
 _DEVICE_PICK = "pf_device"
 _KEEP = 16  # profiles kept per session
+ERROR_LIMIT = 300  # characters of an error line shown (an uploaded file names its own text)
 AGAIN = "Press Profile to run it again."
 ANALYSIS = "profile"
 RESULTS = SessionResults(_RUNS, _SHOWN, _JOB, _KEEP, lambda e: f"{e['what']} · {e['device']}")
@@ -258,12 +259,17 @@ def _progress(selected) -> None:
 
 # -- AI Hub ---------------------------------------------------------------------------------------------
 def _aihub(selected, graph: ModelGraph) -> None:
-    """An AI Hub profile (``ProfileJob.download_profile()`` saved as JSON) mapped onto this model."""
+    """An AI Hub profile (``ProfileJob.download_profile()`` saved as JSON) mapped onto this model;
+    its size is capped in the browser and again here, before its bytes are read."""
+    from dashboard.profile import aihub
+
     with st.expander("Import a profile measured on a phone by Qualcomm AI Hub", icon=":material/upload_file:"):
         st.markdown("Save an AI Hub profile job's result as JSON (in Python: `json.dump(job.download_profile(), "
                     "f)`) and upload it: its layers are placed on this model's nodes by name.")
         device = st.text_input("Device name (when the file does not name it)", key=f"pf_aihub_device_{selected.digest}")
-        upload = st.file_uploader("AI Hub profile (JSON)", type=["json"], key=f"pf_aihub_{selected.digest}")
+        upload = st.file_uploader("AI Hub profile (JSON)", type=["json"], key=f"pf_aihub_{selected.digest}",
+                                  max_upload_size=max(1, aihub.MAX_FILE_BYTES >> 20),
+                                  help=f"Up to {aihub.MAX_FILE_BYTES >> 20} MB (a real profile is a few MB).")
         if upload is None:
             return
         seen = st.session_state.setdefault("profile_imported", set())
@@ -271,9 +277,11 @@ def _aihub(selected, graph: ModelGraph) -> None:
         if mark in seen:
             return
         try:
-            profile = import_aihub(upload.getvalue(), graph, device or None, upload.name)
+            if upload.size > aihub.MAX_FILE_BYTES:  # before its bytes are taken
+                raise aihub.too_large(upload.size, str(upload.name))
+            profile = import_aihub(upload.getvalue(), graph, device or None, str(upload.name))
         except UserError as exc:
-            st.error(md(exc), icon=":material/error:")
+            st.error(md(exc, ERROR_LIMIT), icon=":material/error:")
             return
         seen.add(mark)
         hardware = next(iter(profile.backends.values())).hardware if profile.backends else "AI Hub"
