@@ -426,7 +426,7 @@ def run_on_node(cell: Cell, model: tuple[bytes, list[External]], run_one: RunOne
 
 def node_copy(digest: str, name: str, data: bytes) -> Path:
     """This node's file for ``digest``, written once (atomically, so two tasks of the model on one
-    node never read half a file) and checked against the digest it was sent under."""
+    node never read half a file; 0600 in folders 0700) and checked against the digest it was sent under."""
     from dashboard.intake.digest import content_hasher
 
     if not digest.isalnum() or "/" in name or "\\" in name or name in ("", ".", ".."):
@@ -440,10 +440,8 @@ def node_copy(digest: str, name: str, data: bytes) -> Path:
     hasher.update(data)
     if hasher.hexdigest() != digest:
         raise ValueError(f"the model's bytes do not match its digest {digest}")
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.part"
-    temporary.write_bytes(data)
-    os.replace(temporary, target)
+    platform.private_folder(folder)
+    _write_replacing(folder / f".{name}.{os.getpid()}.{threading.get_ident()}.part", data, target)
     return target
 
 
@@ -468,8 +466,14 @@ def external_copy(folder: Path, location: str, data: bytes, digest: str) -> Path
     if target.is_file() and not target.is_symlink() and target.stat().st_size == len(data) \
             and target.read_bytes() == data:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.part"
-    temporary.write_bytes(data)
-    os.replace(temporary, target)
+    platform.private_folder(target.parent)
+    _write_replacing(target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.part", data, target)
     return target
+
+
+def _write_replacing(temporary: Path, data: bytes, target: Path) -> None:
+    """``data`` into ``temporary`` (0600: the node's copies are the user's models), renamed over
+    ``target``; a leftover of a killed task under the same name is removed first."""
+    temporary.unlink(missing_ok=True)
+    platform.write_private(temporary, data)
+    os.replace(temporary, target)
