@@ -172,6 +172,7 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
         "test_sweep_ray.py::test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_nodes",  # + a Ray cluster
         "test_ray_auto.py::test_auto_finds_the_users_own_cluster_says_so_and_warns_once_when_its_session_folder_is_shared",
+        "test_ray_auto.py::test_the_documented_safe_cluster_takes_the_sweep_with_its_token_and_refuses_it_without",
     },
     "slow": {
         "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest

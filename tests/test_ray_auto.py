@@ -80,12 +80,13 @@ def listener(answer: bytes | None = None):
         server.close()
 
 
-def sweep_auto(spec: Path, out: Path, ray_tmp: Path, timeout: float = CHILD_DEADLINE):
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+def sweep_auto(spec: Path, out: Path, ray_tmp: Path, timeout: float = CHILD_DEADLINE,
+               env: dict[str, str] | None = None):
+    clean = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and not k.startswith("RAY_AUTH")}
     return subprocess.run([sys.executable, "-m", "dashboard", "sweep", str(spec), "--out", str(out), "--ray", "auto",
                            "--json"], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env={**env, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(ray_tmp),
-                               "QNN_LAB_CACHE": str(out.parent / "cache")})
+                          env={**clean, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(ray_tmp),
+                               "QNN_LAB_CACHE": str(out.parent / "cache"), **(env or {})})
 
 
 def one_error(done: subprocess.CompletedProcess) -> str:
@@ -278,3 +279,33 @@ def test_auto_finds_the_users_own_cluster_says_so_and_warns_once_when_its_sessio
     warnings = [line for line in again.stderr.splitlines() if "session folder" in line]
     assert len(warnings) == 1 and warnings[0].startswith("warning: the Ray cluster's session folder "), again.stderr
     assert str(private) in warnings[0]
+
+
+def test_the_documented_safe_cluster_takes_the_sweep_with_its_token_and_refuses_it_without(tmp_path):
+    """docs/sweeps.md's recipe, step by step: a token made by ``ray get-auth-token --generate``,
+    Ray's folders under a ``RAY_TMPDIR`` only the user may enter, ``RAY_AUTH_MODE=token`` for the
+    cluster and the sweep: ``--ray auto`` finds the cluster there and runs on it without a
+    warning; a sweep without the token is refused in one error line."""
+    needs_ray()
+    home = tmp_path / "home"
+    home.mkdir()
+    made = subprocess.run([RAY, "get-auth-token", "--generate"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"})
+    assert made.returncode == 0 and (home / ".ray" / "auth_token").is_file(), made.stderr[-2000:]
+    auth = {"HOME": str(home), "RAY_AUTH_MODE": "token"}
+    spec = classify_spec(tmp_path)
+    with ray_cluster(nodes=1, env={**auth, "QNN_LAB_CACHE": str(tmp_path / "cache-nodes")}, ray_tmpdir=True) as cluster:
+        private = cluster.nodes[0].temp_dir
+        assert private.stat().st_mode & 0o777 == 0o700
+        done = sweep_auto(spec, tmp_path / "out", private, timeout=SWEEP_DEADLINE, env=auth)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"ray: auto is the cluster at {cluster.address}, from {private / 'ray' / 'ray_current_cluster'}" \
+            in done.stderr.splitlines(), done.stderr[-3000:]
+        assert [c["status"] for c in json.loads(done.stdout)["cells"]] == ["ok"]
+        assert "session folder" not in done.stderr
+        other_home = tmp_path / "other"
+        other_home.mkdir()
+        refused = sweep_auto(spec, tmp_path / "out-refused", private, env={"HOME": str(other_home)})
+    error = one_error(refused)
+    assert "cannot reach the Ray cluster" in error and "RAY_AUTH_MODE=token" in error, error
+    assert not (tmp_path / "out-refused" / "cells").exists() or not any((tmp_path / "out-refused" / "cells").iterdir())

@@ -238,7 +238,8 @@ class RayExecutor:
             context = self.ray.init(address=self.address, log_to_driver=False, logging_level="WARNING",
                                     runtime_env={"py_modules": [str(package)], "excludes": ["__pycache__", "*.pyc"]})
         except Exception as exc:  # noqa: BLE001 - ConnectionError, ValueError, Ray's own: one line
-            raise UserError(f"{self.label}: cannot reach the Ray cluster ({_first_line(exc)})") from None
+            raise UserError(f"{self.label}: cannot reach the Ray cluster ({_first_line(exc)}; a cluster with token "
+                            "authentication takes a sweep run with RAY_AUTH_MODE=token and its token)") from None
         self._task = self.ray.remote(num_cpus=1, max_retries=0)(run_on_node)
         warning = session_warning(getattr(context, "address_info", {}).get("session_dir"))
         if warning:
