@@ -26,6 +26,12 @@ Why each piece:
   client (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, Ray's own switch): without it Ray replaces the
   loopback address by the machine's network address and never reaches a head listening on
   loopback. Ray's usage statistics are off (``RAY_USAGE_STATS_ENABLED=0``): no outside request.
+- ``auto`` is resolved here, not by Ray (``resolve_auto``): Ray's own ``auto`` follows an address
+  file in a folder every local user may write, and without one joins any cluster it finds running
+  on the machine. The address found gets the checks of a given one, and a head is asked for its
+  gRPC greeting with a deadline before Ray is (``_check_reachable``): Ray retries a stale address
+  for many minutes. Ray asks no credentials by default, so a cluster's session folder that other
+  users can write is warned about (``session_warning``); docs/sweeps.md gives the safe setup.
 - As many cells run at once as the cluster has CPUs (each task asks for one), taken lazily from
   the sweep. Ctrl-C or a Cancel cancels the tasks in flight (``ray.cancel(force=True)``: their Ray
   workers end, and each runtime worker exits when its stdin closes).
@@ -40,6 +46,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -146,8 +153,8 @@ def read_address_file(path: Path) -> str:
             or (f"has {info.st_nlink} hard links" if info.st_nlink > 1 else None)
         if why:
             raise UserError(f"{where}: refusing it, it {why}; the sweep would send its models and code to whatever "
-                            "cluster it names (give the address yourself, --ray HOST:PORT, or start the cluster "
-                            "as this user)")
+                            "cluster it names (give the address yourself, --ray HOST:PORT; a file you wrote: "
+                            "chmod go-w it)")
         data = handle.read(MAX_ADDRESS_BYTES + 1)
     text = data.decode("ascii", errors="replace").strip()
     if len(data) > MAX_ADDRESS_BYTES or not _ADDRESS.fullmatch(text):
@@ -193,10 +200,16 @@ def _check_reachable(address: str, label: str) -> None:
 
 def _http2_settings(connection: socket.socket) -> str | None:
     """Why the peer is not an HTTP/2 (gRPC) server, or None when it answers the client preface
-    with a SETTINGS frame on stream 0 as RFC 9113 (section 3.4) requires."""
+    with a SETTINGS frame on stream 0 as RFC 9113 (section 3.4) requires; the answer's 9 bytes
+    must all come within ``CONNECT_TIMEOUT_S`` (a peer sending one byte at a time gets no more)."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
     connection.sendall(HTTP2_PREFACE + EMPTY_SETTINGS)
     head = b""
     while len(head) < 9:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("no HTTP/2 answer in time")
+        connection.settimeout(left)
         chunk = connection.recv(9 - len(head))
         if not chunk:
             return "it closed the connection without an HTTP/2 answer"
