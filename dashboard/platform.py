@@ -14,6 +14,7 @@ tested on any host.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import signal
 import subprocess
@@ -361,6 +362,44 @@ def open_regular(path: str | os.PathLike) -> int:
         os.close(fd)
         raise OSError(f"{path} is not a regular file")
     return fd
+
+
+def private_folder(path: str | os.PathLike) -> str:
+    """``path`` as a folder, each folder this call makes (``path`` and its missing parents) mode
+    0700: only this user may list or enter it. Why: the caches hold models, their digests and what
+    was measured on them, and a sweep's records name every model; another user of the machine has
+    no business reading them, and a folder made readable by the default umask (0755) lets them.
+    A folder that exists is left as it is (the user's own choice, or made by an older version:
+    ``chmod 700`` tightens it). ``NotADirectoryError`` when something else than a folder is there.
+    (On Windows the mode is ignored: a user's profile folder is private already.)"""
+    path = os.fspath(path)
+    missing = []
+    here = os.path.abspath(path)
+    while not os.path.isdir(here):
+        missing.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise NotADirectoryError(errno.ENOTDIR, "something else than a folder is there", folder) from None
+    return path
+
+
+def create_private(path: str | os.PathLike) -> int:
+    """A write descriptor of a new file at ``path`` that only this user may read (0600), never
+    a symlink planted there (``O_EXCL`` refuses anything already at the path)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+
+
+def write_private(path: str | os.PathLike, data: bytes) -> None:
+    """``data`` into a new private file at ``path`` (``create_private``)."""
+    with os.fdopen(create_private(path), "wb") as out:
+        out.write(data)
 
 
 # -- a child's memory ---------------------------------------------------------------------------------

@@ -171,6 +171,8 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_timeline_workload.py::test_the_cached_strategy_measures_the_compiled_context",
         "test_timeline_snippet.py::test_the_script_migrates_on_the_htp_simulator",
         "test_sweep_ray.py::test_a_sweep_on_a_two_node_cluster_gets_the_cells_of_jobs_and_uses_both_nodes",  # + a Ray cluster
+        "test_ray_auto.py::test_auto_finds_the_users_own_cluster_says_so_and_warns_once_when_its_session_folder_is_shared",
+        "test_ray_auto.py::test_the_documented_safe_cluster_takes_the_sweep_with_its_token_and_refuses_it_without",
     },
     "slow": {
         "test_shape_hints.py::test_the_timeline_page_warns_of_a_degenerate_shape_before_the_run",  # an AppTest
@@ -279,6 +281,9 @@ TIER_TESTS: dict[str, set[str]] = {
         "test_sweep.py::test_memory_stays_flat_over_100_models_by_4_socs",  # 2.1 s: 400 cells under tracemalloc
         "test_sweep_ray.py::test_an_unreachable_cluster_is_one_error_line_before_anything_is_written",  # a CLI child
         "test_sweep_ray.py::test_a_sweep_without_ray_never_loads_it",  # a CLI child, 2-3 s
+        "test_ray_auto.py::test_an_address_file_another_user_wrote_is_refused_and_never_connected_to",  # a CLI child
+        "test_ray_auto.py::test_a_stale_address_is_one_error_line_not_a_hang",  # a CLI child per parameter set
+        "test_ray_auto.py::test_the_address_file_is_the_one_ray_itself_reads",  # imports Ray
     },
 }
 

@@ -73,6 +73,7 @@ class Node:
 class RayCluster:
     address: str  # host:port of the head's GCS, what ``ray.init(address=...)`` and ``--ray`` take
     nodes: list[Node] = field(default_factory=list)
+    client_env: dict[str, str] = field(default_factory=dict)  # what a client needs besides CLIENT_ENV (a token)
 
     @property
     def sessions(self) -> set[int]:
@@ -102,7 +103,7 @@ class RayCluster:
     def alive_nodes(self) -> int:
         """How many nodes the head counts alive (``ray status``, the public command)."""
         done = subprocess.run([RAY, "status", "--address", self.address], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **CLIENT_ENV})
+                              timeout=120, env={**os.environ, **CLIENT_ENV, **self.client_env})
         if done.returncode != 0:
             return 0
         active = done.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in done.stdout else ""
@@ -132,13 +133,19 @@ class RayCluster:
         wait_until(lambda: not self.processes(), "every process of the Ray cluster stopped", STOP_DEADLINE, 0.2)
 
 
-def _start_node(args: list[str], temp_dir: Path, env: dict[str, str]) -> Node:
+def _start_node(args: list[str], temp_dir: Path, env: dict[str, str], ray_tmpdir: bool = False) -> Node:
+    """``ray start`` with its temp dir given as ``--temp-dir``, or (``ray_tmpdir``) as Ray's default
+    under ``RAY_TMPDIR=temp_dir``: ``<temp_dir>/ray``, where it also records the address for ``auto``."""
     log = temp_dir.with_suffix(".log")
+    where = ["--temp-dir", str(temp_dir)] if not ray_tmpdir else []
+    extra = {"RAY_TMPDIR": str(temp_dir)} if ray_tmpdir else {}
+    if ray_tmpdir:
+        temp_dir.mkdir(mode=0o700)
     with open(log, "wb") as out:
         process = subprocess.Popen([RAY, "start", *args, "--num-cpus", "1", "--object-store-memory",
-                                    str(OBJECT_STORE_BYTES), "--temp-dir", str(temp_dir), "--disable-usage-stats",
+                                    str(OBJECT_STORE_BYTES), *where, "--disable-usage-stats",
                                     "--block"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env={**os.environ, **QUIET, **env})
+                                   start_new_session=True, env={**os.environ, **QUIET, **env, **extra})
     return Node(process, temp_dir, log)
 
 
@@ -152,20 +159,23 @@ def _wait_started(node: Node, what: str) -> None:
 
 
 @contextmanager
-def ray_cluster(nodes: int = 2, env: dict[str, str] | None = None) -> Iterator[RayCluster]:
+def ray_cluster(nodes: int = 2, env: dict[str, str] | None = None, ray_tmpdir: bool = False) -> Iterator[RayCluster]:
     """A head on 127.0.0.1 (its dashboard off) and ``nodes - 1`` nodes joined to it, each with one
     CPU, their processes (task workers included) with ``env`` added to this one's; stopped on
-    leaving the block, whatever happened in it."""
+    leaving the block, whatever happened in it. ``env``'s ``RAY_AUTH_*`` and ``HOME`` (where
+    ``~/.ray/auth_token`` is) are the clients' too. ``ray_tmpdir``: the head's temp dir is
+    ``RAY_TMPDIR``'s default (``cluster.nodes[0].temp_dir / "ray"``) instead of a ``--temp-dir``."""
     env = env or {}
     if not Path(RAY).exists():
         pytest.skip(f"Ray is not installed in this environment ({RAY}); `make test` installs it")
     root = Path(tempfile.mkdtemp(prefix="qlray", dir="/tmp"))
     port = free_port()
-    cluster = RayCluster(address=f"127.0.0.1:{port}")
+    cluster = RayCluster(address=f"127.0.0.1:{port}",
+                         client_env={k: v for k, v in env.items() if k.startswith("RAY_AUTH") or k == "HOME"})
     try:
         head = _start_node(["--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                             "--include-dashboard=false", "--dashboard-port", str(free_port())],
-                           root / "head", {**env, **CLIENT_ENV})
+                           root / "head", {**env, **CLIENT_ENV}, ray_tmpdir)
         cluster.nodes.append(head)
         _wait_started(head, "the Ray head node started")
         for index in range(1, nodes):

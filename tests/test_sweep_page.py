@@ -189,3 +189,49 @@ def test_a_cell_opens_on_the_partitions_page_with_its_dims_and_shapes(app, profi
     assert (batch.value, shape.value.replace(" ", ""), soc.value) == (2, "2,8", "sc8380xp")
     assert at.query_params.get("dim.batch") in ("2", ["2"]) and at.query_params.get("soc") in ("sc8380xp",
                                                                                               ["sc8380xp"])
+
+
+# -- where a page's run writes (issue 29) -----------------------------------------------------------------
+def _plant_symlink(out: Path, outside: Path) -> None:
+    out.symlink_to(outside, target_is_directory=True)
+
+
+def _plant_foreign_folder(out: Path, outside: Path) -> None:
+    out.mkdir()
+    import os
+
+    os.chown(out, 65534, 65534)
+
+
+@pytest.mark.parametrize("plant, why", [(_plant_symlink, "is a symlink"),
+                                         (_plant_foreign_folder, "belongs to uid 65534")])
+def test_a_results_folder_planted_in_the_sweep_root_is_refused_and_nothing_is_written_through(
+        tmp_path, root, plant, why):
+    """Someone who may write in the operator's sweep root plants ``<spec>.results``: a symlink to a
+    folder elsewhere, or a folder of their own. The page refuses to run into it, in one line,
+    before the job starts, and writes nothing there."""
+    from dashboard.views.sweep import sweep_work
+
+    spec = write_spec(root / "planted.toml", SPEC)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    plant(results_folder(spec), outside)
+    with pytest.raises(UserError) as refused:
+        sweep_work(spec, 1)
+    assert why in str(refused.value) and "refusing to write the sweep's results there" in str(refused.value)
+    assert list(outside.iterdir()) == []
+    assert not any(results_folder(spec).iterdir()) if results_folder(spec).is_dir() else True
+
+
+def test_a_symlink_planted_after_the_check_is_refused_when_the_job_makes_the_folder(tmp_path, root):
+    from dashboard.runtime.jobs import Cancellation
+    from dashboard.views.sweep import sweep_work
+
+    spec = write_spec(root / "late.toml", SPEC)
+    work = sweep_work(spec, 1)  # checked: nothing there yet
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    results_folder(spec).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UserError, match="is a symlink"):
+        work(lambda event: None, Cancellation())
+    assert list(outside.iterdir()) == []

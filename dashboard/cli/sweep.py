@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=_jobs, metavar="N", help="cells at a time on this machine, each in its own "
                                                                "runtime worker (default: this machine's cores)")
-    where.add_argument("--ray", metavar="ADDRESS", help="run the cells as tasks on a Ray cluster (or auto)")
+    where.add_argument("--ray", metavar="ADDRESS", help="run the cells as tasks on a Ray cluster: HOST:PORT of its "
+                       "head, or auto (RAY_ADDRESS, else the address ray start recorded, in a file only you may write)")
     where.add_argument("--devices", metavar="URL,...", help="spread the cells over attached devices, each taking "
                                                             "the cells of its own SoC")
     parser.add_argument("--force", action="store_true", help="run every cell again, also those already in DIR")

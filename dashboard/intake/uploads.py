@@ -92,7 +92,7 @@ def _random_folder() -> Path:
 def _make_private(root: Path) -> str | None:
     """Create ``root`` (0700) unless it exists; why it cannot hold uploads, or None when it can."""
     try:
-        root.parent.mkdir(parents=True, exist_ok=True)
+        platform.private_folder(root.parent)  # ~/.cache/qnn-backend-lab: 0700 as well when made here
         os.mkdir(root, 0o700)  # never follows a symlink planted at ``root``: that is "file exists"
     except FileExistsError:
         pass

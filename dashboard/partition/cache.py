@@ -52,11 +52,12 @@ _warned_lock = threading.Lock()
 
 
 def cache_dir() -> Path:
-    """The partition cache's folder (``QNN_LAB_CACHE``), created if it can be; one that cannot
+    """The partition cache's folder (``QNN_LAB_CACHE``), created if it can be (0700, as its
+    missing parents: ``platform.private_folder``; entries are 0600, ``mkstemp``'s); one that cannot
     be created is warned about and returned anyway (reads then find nothing, writes are skipped)."""
     root = Path(os.environ.get("QNN_LAB_CACHE", Path.home() / ".cache" / "qnn-backend-lab")) / "partitions"
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        platform.private_folder(root)  # 0700: models' digests and reports are this user's
     except OSError as exc:
         warn_unwritable(root, exc)
     return root

@@ -97,7 +97,7 @@ def worker_cwd() -> Path:
     (``dashboard.runtime.scratch``). If that folder cannot be made, the package's parent."""
     try:
         folder = Path(os.environ.get("QNN_LAB_CACHE") or Path.home() / ".cache" / "qnn-backend-lab") / "worker"
-        folder.mkdir(parents=True, exist_ok=True)
+        platform.private_folder(folder)  # 0700: the dumps the EP writes there are of the user's models
     except (OSError, RuntimeError):  # RuntimeError: no home folder can be found
         return PACKAGE_PARENT
     return folder

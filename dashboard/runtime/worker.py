@@ -57,9 +57,10 @@ EXIT_ORPHANED = 3  # the client went away while a request ran; the request was a
 
 
 def model_store() -> Path:
-    """Where model bytes sent over the protocol are kept on this host, one folder per digest."""
+    """Where model bytes sent over the protocol are kept on this host, one folder per digest; made
+    private (0700, ``platform.private_folder``): the models are the user's."""
     root = Path(os.environ.get("QNN_LAB_MODEL_STORE", Path.home() / ".cache" / "qnn-backend-lab" / "models"))
-    root.mkdir(parents=True, exist_ok=True)
+    platform.private_folder(root)
     return root
 
 
@@ -128,7 +129,7 @@ def _digest_folder(digest: str, create: bool) -> Path | None:
     if folder.is_symlink():
         raise UserError(f"the model store entry {digest} is a symlink; refusing to use it")
     if create:
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
     return folder if folder.is_dir() else None
 
 

@@ -160,16 +160,27 @@ def index_schema():
 
 # -- the folder ----------------------------------------------------------------------------------------
 class Store:
-    """A results folder. ``notes`` collects what reading it found wrong (corrupt records)."""
+    """A results folder. ``notes`` collects what reading it found wrong (corrupt records).
 
-    def __init__(self, root: str | os.PathLike, create: bool = False) -> None:
+    ``create``: the folder and ``cells/`` are made 0700 where missing, and every file written is
+    0600 (records, the manifest, the index, the lock): the records name every model and what was
+    measured on it, for this user only (share a folder by copying it). ``inside``: the folder
+    must lie in that one (``check_inside``), as a page's run into a sweep root requires."""
+
+    def __init__(self, root: str | os.PathLike, create: bool = False, inside: str | os.PathLike | None = None) -> None:
         self.root = Path(root).expanduser()
         self.notes: list[str] = []
+        if inside is not None:
+            check_inside(self.root, Path(inside))
         if create:
+            from dashboard import platform
+
             try:
-                (self.root / CELLS).mkdir(parents=True, exist_ok=True)
+                platform.private_folder(self.root / CELLS)
             except OSError as exc:
                 raise UserError(f"{root}: cannot create the results folder ({exc.strerror or exc})") from None
+            if inside is not None:
+                check_inside(self.root, Path(inside))  # again: made now, nothing swapped in meanwhile
         elif not self.root.is_dir():
             raise UserError(f"{root}: no such results folder")
         elif not (self.root / INDEX).is_file() and not (self.root / CELLS).is_dir():
@@ -183,7 +194,7 @@ class Store:
 
         path = self.root / LOCK
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         except OSError as exc:
             raise UserError(f"{path}: cannot open the folder's lock ({exc.strerror or exc})") from None
         try:
@@ -315,6 +326,32 @@ class Store:
         _write_atomic(self.root / MANIFEST, json.dumps({"schema": MANIFEST_SCHEMA, **data}, indent=1))
 
 
+def check_inside(root: Path, base: Path) -> None:
+    """Refuse a results folder that is not a real folder of this user's inside ``base``: a
+    symlink (at the folder or its ``cells/``), a folder another user owns, or one whose real path
+    leaves ``base``. Why: a page writes into ``<spec>.results`` under an operator's sweep root, a
+    folder other people may write in; a symlink planted there would have the sweep write its
+    records wherever it points, and a folder someone else made is theirs to swap files in."""
+    from dashboard import platform
+
+    for path in (root, root / CELLS):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UserError(f"{root}: cannot look at the results folder ({exc.strerror or exc})") from None
+        import stat
+
+        why = "is a symlink" if stat.S_ISLNK(info.st_mode) else None
+        why = why or (None if stat.S_ISDIR(info.st_mode) else "is not a folder") or platform.foreign_owner(info)
+        if why:
+            raise UserError(f"{path}: refusing to write the sweep's results there, it {why}")
+    real, inside = Path(os.path.realpath(root)), Path(os.path.realpath(base))
+    if real != inside and inside not in real.parents:
+        raise UserError(f"{root}: refusing to write the sweep's results there, it leads out of {base}")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -340,6 +377,7 @@ class IndexWriter:
         self.path = store.root / f"{INDEX}.partial"
         self.rows: list[dict] = []
         self.writer = None
+        self.handle = None
         self.lock = threading.Lock()
 
     def add(self, result: CellResult, record: str) -> None:
@@ -354,7 +392,11 @@ class IndexWriter:
 
         schema = index_schema()
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, schema)
+            from dashboard import platform
+
+            self.path.unlink(missing_ok=True)  # a leftover, or a symlink planted there: never written through
+            self.handle = os.fdopen(platform.create_private(self.path), "wb")  # 0600; closed in close()
+            self.writer = pq.ParquetWriter(self.handle, schema)
         self.writer.write_table(pa.Table.from_pylist(self.rows, schema=schema))
         self.rows = []
 
@@ -364,6 +406,7 @@ class IndexWriter:
                 if self.rows or self.writer is None:
                     self._flush()
                 self.writer.close()
+                self.handle.close()
                 os.replace(self.path, self.store.root / INDEX)
             except OSError as exc:
                 raise UserError(f"{self.store.root / INDEX}: cannot write the index ({exc.strerror or exc})") from None

@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from dashboard import platform
 from dashboard.classify.ep_rules import classify_ep
 from dashboard.errors import UserError, one_line
 from dashboard.intake.digest import file_digest
@@ -76,7 +77,7 @@ def context_store() -> Path:
     from dashboard.runtime.worker import model_store
 
     root = Path(os.environ.get("QNN_LAB_CONTEXT_STORE", model_store().parent / "contexts"))
-    root.mkdir(parents=True, exist_ok=True)
+    platform.private_folder(root)  # 0700: compiled models of the user's models
     return root
 
 

@@ -388,9 +388,10 @@ def _run(found: Offered) -> None:
 
 def sweep_work(spec_path: Path, count: int):
     """The job's work: the spec checked now (one error before anything runs), its models under the
-    spec's root, the cells into ``results_folder``."""
+    spec's root, the cells into ``results_folder``, a real folder of this user's under the same
+    root (``store.check_inside``: never a symlink out of it, checked now and as the job makes it)."""
     from dashboard.sweep.spec import load_spec
-    from dashboard.sweep.store import Store, run_sweep
+    from dashboard.sweep.store import Store, check_inside, run_sweep
 
     spec = load_spec(spec_path)
     root = access.operator().sweep_root_of(spec_path)
@@ -405,13 +406,14 @@ def sweep_work(spec_path: Path, count: int):
         except UserError as exc:
             raise UserError(f"option set {name!r}: {exc} (the command line may run this spec)") from None
     out = results_folder(spec_path)
+    check_inside(out, base)  # a symlink planted at <spec>.results is refused before the job starts
 
     def work(on_event, cancel):
         def progress(p) -> None:
             eta = "" if p.eta is None else f", about {jobs.duration(p.eta)} left"
             on_event(SweepStep(f"{p.done}/{p.total} cells ({p.failed} failed){eta}", p.done / max(p.total, 1)))
 
-        done = run_sweep(spec, Store(out, create=True), jobs=count, on_progress=progress, cancel=cancel)
+        done = run_sweep(spec, Store(out, create=True, inside=base), jobs=count, on_progress=progress, cancel=cancel)
         return f"{done.done}/{done.total} cells, {done.ran} ran, {done.reused} reused, {done.failed} failed, in {out.name}"
 
     return work
