@@ -200,9 +200,14 @@ def open_twice() -> tuple[int, int]:
 
     Why: native log capture points fd 2 at the writer while native threads keep writing to it; the
     reader must read what was written without moving the writer's offset. ``os.pread`` does that
-    on POSIX only. POSIX unlinks the file at once (the open descriptors keep it); Windows opens
-    both with ``O_TEMPORARY`` (delete on last close, shared delete access, so the second open is
-    allowed)."""
+    on POSIX only. Linux makes the file without a name (``O_TMPFILE``: a process that ends at any
+    instant, ``os._exit`` from a watchdog or SIGKILL between two calls here, leaves nothing behind)
+    and opens it again through ``/proc``; other POSIX systems unlink it at once (the open
+    descriptors keep it); Windows opens both with ``O_TEMPORARY`` (delete on last close, shared
+    delete access, so the second open is allowed)."""
+    unnamed = _open_unnamed_twice()
+    if unnamed is not None:
+        return unnamed
     flags = getattr(os, "O_BINARY", 0) | getattr(os, "O_NOINHERIT", 0) | getattr(os, "O_TEMPORARY", 0)
     path = os.path.join(tempfile.gettempdir(), f"qnn-lab-log-{uuid.uuid4().hex}")
     writer = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o600)
@@ -213,6 +218,23 @@ def open_twice() -> tuple[int, int]:
         raise
     if not WINDOWS:
         os.unlink(path)
+    return writer, reader
+
+
+def _open_unnamed_twice() -> tuple[int, int] | None:
+    """``open_twice`` with a file that never has a name (Linux), or None where that cannot be."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    try:
+        writer = os.open(tempfile.gettempdir(), os.O_RDWR | flag | os.O_CLOEXEC, 0o600)
+    except OSError:  # a file system without O_TMPFILE support
+        return None
+    try:
+        reader = os.open(f"/proc/self/fd/{writer}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # no /proc
+        os.close(writer)
+        return None
     return writer, reader
 
 

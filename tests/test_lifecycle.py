@@ -78,7 +78,7 @@ def test_no_orphan_left_after_a_signal_to_the_cli_during_a_timeline(tmp_path, ho
     assert wait_for(lambda: not any(alive(pid) for pid in workers), DEADLINE), "the worker outlived the CLI"
     # (the runtime's own libraries keep a file of theirs there; the project's folders are qnn-lab-*)
     assert wait_for(lambda: not list((tmp_path / "tmp").glob("qnn-lab-*")), DEADLINE), \
-        "a scratch folder outlived its job"
+        f"a scratch folder outlived its job: {sorted(p.name for p in (tmp_path / 'tmp').glob('qnn-lab-*'))}"
 
 
 @contextlib.contextmanager

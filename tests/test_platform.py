@@ -134,6 +134,35 @@ def test_the_capture_file_leaves_nothing_behind(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not hasattr(os, "O_TMPFILE"), reason="Linux's unnamed files only")
+def test_the_capture_file_never_has_a_name_a_sudden_exit_could_leave(tmp_path, monkeypatch):
+    """A worker ends at any instant (its watchdog's ``os._exit``, a SIGKILL): had the file a name
+    between its creation and its unlinking, an exit in between would leave it in the temp folder.
+    Checked at every ``os.open`` the call makes: the folder stays empty throughout."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    assert tempfile.gettempdir() == str(tmp_path)  # (its own probe of the folder opens a file too)
+    real_open, seen = os.open, []
+
+    def checking_open(*args, **kwargs):
+        fd = real_open(*args, **kwargs)
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        return fd
+
+    monkeypatch.setattr(os, "open", checking_open)
+    writer, reader = platform.open_twice()
+    monkeypatch.setattr(os, "open", real_open)
+    try:
+        os.write(writer, b"line\n")
+        assert platform.read_at(reader, 0, 5) == b"line\n"
+    finally:
+        os.close(writer)
+        os.close(reader)
+    assert seen == [[], []]
+
+
 def test_native_log_capture_still_sees_the_runtime_s_own_message():
     from dashboard.runtime.qnn import captured_native_log
 
