@@ -66,9 +66,15 @@ class Preset:
 
 
 # -- what the model says about itself -------------------------------------------------------------------
+def _stem(graph: ModelGraph) -> str:
+    """The model's file name without its extension: the name the user knows it by (an upload's
+    name as uploaded, not its stored copy's ``model.onnx``)."""
+    return Path(getattr(graph, "file_name", "") or Path(graph.path).name).stem
+
+
 def _names(graph: ModelGraph) -> str:
     metadata = getattr(graph, "metadata", {}) or {}
-    return " ".join([Path(graph.path).stem, graph.graph_name or "", metadata.get("task", ""),
+    return " ".join([_stem(graph), graph.graph_name or "", metadata.get("task", ""),
                      metadata.get("description", "")])
 
 
@@ -93,7 +99,7 @@ def declared_size(graph: ModelGraph) -> tuple[int, int] | None:
     found = re.findall(r"\d{2,4}", metadata.get("imgsz", ""))
     if found:
         return (int(found[0]), int(found[-1]))
-    for match in SIZE_IN_NAME.finditer(Path(graph.path).stem.replace("-", "_")):
+    for match in SIZE_IN_NAME.finditer(_stem(graph).replace("-", "_")):
         h, w = int(match.group(1)), int(match.group(2) or match.group(1))
         if h in DETECTOR_SIZES or w in DETECTOR_SIZES:
             return (h, w)

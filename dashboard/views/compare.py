@@ -56,11 +56,12 @@ class Side:
     path: str
     digest: str
     options: Settings
+    file_name: str = ""  # the name the model's file is known by (an upload's as uploaded): what hints read
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _model(digest: str, path: str) -> tuple[ModelGraph, Classification, Classification]:
-    graph = load_model(path)
+def _model(digest: str, path: str, file_name: str = "") -> tuple[ModelGraph, Classification, Classification]:
+    graph = load_model(path, file_name or None)
     return graph, classify_ep(graph), classify_refined(graph)
 
 
@@ -75,7 +76,7 @@ def render() -> None:
         st.error(md(exc), icon=":material/error:")
         return
     for side in sides:  # each side's model at its shared dimensions: say where those are degenerate
-        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name, digest=side.digest)
+        shape_hints.show(_model(side.digest, side.path, side.file_name)[0], side.options, who=side.name, digest=side.digest)
     keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
     reports = [partitions.stored_report(k) for k in keys]
     if any(r is None for r in reports):
@@ -124,7 +125,7 @@ def _settings_said(sides: list[Side]) -> None:
     model's defaults when no page set them."""
     lines = []
     for side in sides:
-        graph = _model(side.digest, side.path)[0]
+        graph = _model(side.digest, side.path, side.file_name)[0]
         dims = resolve_dims(graph, side.options.dims)
         said = ", ".join(f"{k}={v}" for k, v in dims.items()) or "no symbolic dimensions"
         said += "".join(f"; {k}={','.join(map(str, v))}" for k, v in (side.options.shapes or {}).items())
@@ -138,8 +139,9 @@ def _settings_said(sides: list[Side]) -> None:
 
 def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Side:
     if source == SELECTED:
-        name, model_path, digest = selected.name, selected.path, selected.digest
-    elif source == PATH:
+        return Side(f"{side}: {selected.name}", selected.path, selected.digest, form.settings(model=selected.digest),
+                    state.file_name(selected))
+    if source == PATH:
         if not path.strip():
             raise UserError(f"{side}: enter the path of an .onnx file on the server")
         load_model(path.strip())  # a bad path is one line, before anything runs
@@ -192,7 +194,7 @@ def _options_text(options: Settings) -> str:
 def _verdicts(sides: list[Side]) -> None:
     st.subheader("Verdicts", anchor=False)
     for side, column in zip(sides, st.columns(2, gap="large")):
-        _, ep, refined = _model(side.digest, side.path)
+        _, ep, refined = _model(side.digest, side.path, side.file_name)
         column.markdown(f"**{md(side.name, 80)}**")
         column.markdown(f"EP rules: **{ep.verdict}** → {ep.backend.upper()} · refined: **{refined.verdict}** → "
                         f"{refined.backend.upper()}" + (f" ({refined.confidence})" if refined.confidence else ""))
