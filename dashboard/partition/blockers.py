@@ -45,6 +45,7 @@ class Rule:
     pattern: str
     fix: str
     ops: frozenset[str] = frozenset()
+    fix_fp16: str = ""  # the fix when fp16 is on already (a fix that says "turn on fp16" then misleads)
 
     def matches(self, op_type: str, reason: str) -> bool:
         return (not self.ops or op_type in self.ops) and re.search(self.pattern, reason, re.IGNORECASE) is not None
@@ -62,7 +63,9 @@ RULES: tuple[Rule, ...] = (
          "an op_affinity config file pins this op type to another backend: pin it to the backend the session "
          "runs, or to \"cpu\", in that file (provider option op_affinity)"),
     Rule("dynamic_quant", r".", "a dynamically quantised op the HTP refuses: " + QDQ + "; or keep the float model and "
-         "turn on " + ref("fp16"), DYNAMIC_QUANT_OPS),
+         "turn on " + ref("fp16"), DYNAMIC_QUANT_OPS,
+         fix_fp16="a dynamically quantised op the HTP refuses: " + QDQ + "; or export the float model instead of the "
+         "dynamically quantised one (" + ref("fp16") + " is on already: it runs float ops in fp16)"),
     Rule("shape", r"cannot get shape|must be static|not static|dynamic",
          "a size known only at run time: fix its root cause (listed under Root causes when one is found), or "
          "give the symbolic dimension a value (" + ref("dims") + ") or the input its whole shape ("
@@ -71,14 +74,23 @@ RULES: tuple[Rule, ...] = (
          r"|(failed to add node|validation).*(u?int8|uint16|int16)",
          "integer data without quantisation parameters: the HTP takes 8/16-bit tensors only as quantised "
          "tensors (a scale and zero point, from QDQ). " + QDQ[0].upper() + QDQ[1:] + " so the tensor gets "
-         "them, or store it as float and turn on " + ref("fp16")),
+         "them, or store it as float and turn on " + ref("fp16"),
+         fix_fp16="integer data without quantisation parameters: the HTP takes 8/16-bit tensors only as quantised "
+         "tensors (a scale and zero point, from QDQ). " + QDQ[0].upper() + QDQ[1:] + " so the tensor gets "
+         "them, or store it as float (" + ref("fp16") + " is on already)"),
     Rule("op_validation", r"failed to add node|op validation|validateopconfig|QNN_OP|not supported by the backend",
          "the HTP's own op validation refused this node's configuration (its data types, ranks or attributes), "
          "not the op itself. Check the data type column: uint8/int8 data without QDQ needs static QDQ "
          "quantisation (" + QDQ.split(' (')[0] + "); float32 needs " + ref("fp16") + "; otherwise change the "
-         "attribute the reason names in the export (or leave this node on the CPU)"),
+         "attribute the reason names in the export (or leave this node on the CPU)",
+         fix_fp16="the HTP's own op validation refused this node's configuration (its data types, ranks or "
+         "attributes), not the op itself. Check the data type column: uint8/int8 data without QDQ needs static QDQ "
+         "quantisation (" + QDQ.split(' (')[0] + "); " + ref("fp16") + " is on already, so float precision is not "
+         "the cause; otherwise change the attribute the reason names in the export (or leave this node on the CPU)"),
     Rule("float32", r"float32|float 32|fp32",
-         "a float32 tensor the HTP does not take: turn on " + ref("fp16") + " (or quantise to QDQ)"),
+         "a float32 tensor the HTP does not take: turn on " + ref("fp16") + " (or quantise to QDQ)",
+         fix_fp16="a float32 tensor the HTP does not take although " + ref("fp16") + " is on (a tensor fp16 does not "
+         "convert, e.g. a graph input or an integer cast to float): cast it in the export, or quantise to QDQ"),
     Rule("int64", r"int64",
          "64-bit integers: the HTP has none; cast to int32 in the export (indices, shapes) or leave the node on "
          "the CPU"),
@@ -114,11 +126,12 @@ def pattern(reason: str, node: str) -> str:
     return re.sub(r"\d+", "N", text).strip()
 
 
-def fix_for(op_type: str, reason: str) -> tuple[str, str]:
-    """``(rule key, fix)`` of the first rule that matches; ``("", NO_RULE)`` when none does."""
+def fix_for(op_type: str, reason: str, fp16: bool = False) -> tuple[str, str]:
+    """``(rule key, fix)`` of the first rule that matches; ``("", NO_RULE)`` when none does. With
+    ``fp16`` (the analysis ran with it on), a fix never says to turn it on."""
     for rule in RULES:
         if rule.matches(op_type, reason):
-            return rule.key, rule.fix
+            return rule.key, (rule.fix_fp16 or rule.fix) if fp16 else rule.fix
     return "", NO_RULE
 
 
@@ -155,7 +168,7 @@ def blockers(report: PartitionReport, graph: ModelGraph | None = None) -> list[B
         key = (verdict.op_type, dtype, pattern(reason, name))
         group = groups.get(key)
         if group is None:
-            rule, fix = fix_for(verdict.op_type, reason)
+            rule, fix = fix_for(verdict.op_type, reason, bool(report.options and report.options.fp16))
             group = groups[key] = Blocker(verdict.op_type, key[2], 0, fix=fix, rule=rule, dtype=dtype,
                                           example_reason=reason)
         group.count += 1
