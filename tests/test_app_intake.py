@@ -307,7 +307,7 @@ def test_hashing_a_large_model_shows_a_sidebar_progress_bar_that_goes_away():
     at = AppTest.from_function(script).run()
     bars = at.sidebar.get("progress")
     assert len(bars) == 1 and bars[0].proto.value == 25
-    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MB of 3.0 GB"  # escaped: the name is text
+    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MiB of 3.0 GiB"  # escaped: the name is text
     at.session_state["finish"] = True
     at.run()
     assert not at.sidebar.get("progress")
