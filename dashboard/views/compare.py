@@ -45,6 +45,7 @@ _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
 SIDES = ("A", "B")
 SELECTED, PATH = "selected", "path"
+NOTHING = "—"  # a fact or figure nobody measured, in every table of the page
 SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest: the model's shared settings)
 
 
@@ -258,7 +259,7 @@ def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
     rows = [side_facts(side.options, report, runs_of(timeline.session_runs(side.path)(), side.options))
             for side, report in zip(sides, reports)]
     frame = pd.DataFrame(rows, index=[short(s.name, 60) for s in sides]).T
-    st.dataframe(frame.astype(str), width="stretch")
+    st.dataframe(frame.fillna(NOTHING).astype(str), width="stretch")  # a fact one side lacks: —, never nan
     st.caption("HTP session creation is QNN's compile for that SoC, measured by this analysis (on the HTP "
                "simulator on x86_64: the simulator's compile, not a device's). The compiled context's size is "
                "measured by a timeline run with the cached EPContext strategy and these options.")
@@ -267,7 +268,7 @@ def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
 def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRun] = ()) -> dict[str, str]:
     """One column of "what tells the sides apart" (``socs.resolve_soc`` for the part's figures);
     ``runs``: the side's timeline runs, whose cached strategy measured the compiled context."""
-    facts = {"SoC": "not set (the EP's default)", "HTP architecture": "—", "soc_model": "—"}
+    facts = {"SoC": "not set (the EP's default)", "HTP architecture": NOTHING, "soc_model": NOTHING}
     if options.soc:
         soc = resolve_soc(options.soc)
         facts = {"SoC": soc.name, "HTP architecture": f"v{soc.htp_arch}",
@@ -284,8 +285,8 @@ def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRu
         facts["HTP"] = f"{htp.status} on the {where}"
         counts = claims(report, "htp")
         facts["HTP claims"] = f"{counts.claimed} of {counts.executed} executed nodes"
-        facts["QNN subgraphs"] = str(htp.qnn_subgraphs)
-        facts["HTP session creation (compile)"] = "—" if htp.seconds is None else f"{htp.seconds:.2f} s"
+        facts["QNN subgraphs"] = NOTHING if htp.qnn_subgraphs is None else str(htp.qnn_subgraphs)
+        facts["HTP session creation (compile)"] = NOTHING if htp.seconds is None else f"{htp.seconds:.2f} s"
     sizes = [r.target["context_bytes"] for r in runs if r.target.get("context_bytes") is not None]
     facts["EPContext size"] = binary_size(sizes[-1]) if sizes else "not measured (run the cached strategy)"
     return facts
@@ -317,6 +318,12 @@ def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
                          hide_index=True, width="stretch")
 
 
+def _cell(value) -> str:
+    """A figure as the tables show it: ``—`` where nothing was measured (a table showed ``None``
+    beside the facts' ``—``)."""
+    return NOTHING if value is None else str(value)
+
+
 def runs_of(runs: list[TimelineRun], options: Settings) -> list[TimelineRun]:
     """The runs made with the options that decide what QNN claims (``SIDE_KNOBS``) of a side: in
     setting-set mode each side shows its own run, not the model's last."""
@@ -339,9 +346,9 @@ def _timelines(sides: list[Side]) -> None:
             picked = st.selectbox("Run", labels, index=len(labels) - 1, key=f"cmp_run_{side.name[0]}")
             run = runs[labels.index(picked)]
             chosen.append(dataclasses.replace(run, label=f"{side.name[0]}: {run.label}"))
-            st.dataframe(pd.DataFrame([{"strategy": r["title"], "first response (s)": r["first_response_s"],
-                                        "p50 after swap (s)": r["p50_after_s"], "p99 (s)": r["p99_s"],
-                                        "req/s": r["throughput_rps"], "failed": r["failed"]}
+            st.dataframe(pd.DataFrame([{"strategy": r["title"], "first response (s)": _cell(r["first_response_s"]),
+                                        "p50 after swap (s)": _cell(r["p50_after_s"]), "p99 (s)": _cell(r["p99_s"]),
+                                        "req/s": _cell(r["throughput_rps"]), "failed": r["failed"]}
                                        for r in strategy_table(run)]), hide_index=True, width="stretch")
             if run.runtime.get("hardware") == "simulator":
                 st.caption("HTP figures from the x86_64 HTP simulator: not NPU latency.")
