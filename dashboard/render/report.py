@@ -319,7 +319,7 @@ def _profile_figure(value: float | None, unit: str) -> str:
 
 def _profile(profile, top: int = 15) -> str:
     from dashboard.profile.model import summaries
-    from dashboard.render.profile_figures import top_nodes
+    from dashboard.render.profile_views import top_nodes
 
     source = "imported from Qualcomm AI Hub" if profile.source == "imported" else "measured"
     out = [f"<h3>{esc(profile.model)}: {esc(source)}, {profile.runs} timed run(s)</h3>"]
