@@ -213,3 +213,36 @@ def test_an_uploaded_model_gets_the_defaults_and_presets_its_file_name_gives(tmp
     assert (selected.source, selected.name, Path(selected.path).name) == ("upload", path.name, "model.onnx")
     assert dims_shown(at, digest, names) == expected
     assert [b.label for b in at.button if "Use " in b.label] == presets
+
+
+# -- issue 27, item 6: a preset button leaves no Streamlit warning --------------------------------------
+@pytest.mark.parametrize("name", ["partitions", "timeline", "compare"])
+def test_a_preset_button_fills_the_fields_without_a_session_state_warning(tmp_path, monkeypatch, name):
+    """The fields a preset fills were also given a default: Streamlit logged "created with a
+    default value but also had its value set via the Session State API" on every preset click."""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # Streamlit says it once a process
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = logging.getLogger(policies.__name__)
+    logger.addHandler(handler)
+    try:
+        path = recogniser(tmp_path)
+        digest = file_digest(path)
+        at = page(name, path)
+        at = settle(at) if name == "partitions" else at.run()
+        field = f"{dict(partitions='pt', timeline='tl', compare='pt')[name]}_dim_{digest}_height"
+        button(at, "Use OCR text line 32×320 (CRNN, PP-OCR v2)").click()
+        at = settle(at) if name == "partitions" else at.run()
+        assert not at.exception
+        if name != "compare":  # Compare's side A draws no dimension fields: its model's shared settings
+            assert at.number_input(key=field).value == 32
+        else:
+            assert at.session_state["settings_fills"][digest]["dims"]["height"] == 32
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in said if "Session State API" in m], said
