@@ -111,6 +111,16 @@ def test_every_rule_is_reachable_and_unknown_reasons_say_so():
     assert pattern("node a/b_3 has 'x_1' rank 5", "a/b_3") == "node <node> has '…' rank N"
 
 
+def test_an_op_type_refused_as_such_gets_the_no_builder_fix_whatever_its_name_says():
+    """Issue 27, item 3's rule for the blockers too: "Operators of type `DynamicTimeWarping` are not
+    supported" is the op type refused (replace it), not "a size known only at run time"."""
+    for op in ("DynamicTimeWarping", "Erf", "DynamicSlice"):
+        reason = f"Operators of type `{op}` are not supported by QNN EP.{op} node `/dynamic/{op}_3` will not be assigned"
+        assert fix_for(op, reason)[0] == "no_builder", op
+    assert fix_for("Shape", "Cannot get shape")[0] == "shape"  # a reason's own shape words still count
+    assert fix_for("Range", "Dynamic Range inputs are not supported by QNN EP.")[0] == "shape"
+
+
 def test_no_fix_says_to_turn_on_fp16_when_the_analysis_ran_with_it():
     """Issue 27, item 6: an int8 CRNN analysed with fp16 on was told "or keep the float model and
     turn on fp16". Every rule's fix, for a report made with fp16 on, says it is on instead."""

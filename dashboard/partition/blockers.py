@@ -48,7 +48,12 @@ class Rule:
     fix_fp16: str = ""  # the fix when fp16 is on already (a fix that says "turn on fp16" then misleads)
 
     def matches(self, op_type: str, reason: str) -> bool:
-        return (not self.ops or op_type in self.ops) and re.search(self.pattern, reason, re.IGNORECASE) is not None
+        """Read in the reason's own words (``root_causes.own_words``): an op type or node name that
+        holds "dynamic" is not a shape problem."""
+        from dashboard.partition.root_causes import own_words
+
+        return (not self.ops or op_type in self.ops) and \
+            re.search(self.pattern, own_words(reason, op_type), re.IGNORECASE) is not None
 
 
 RULES: tuple[Rule, ...] = (
@@ -94,7 +99,8 @@ RULES: tuple[Rule, ...] = (
     Rule("int64", r"int64",
          "64-bit integers: the HTP has none; cast to int32 in the export (indices, shapes) or leave the node on "
          "the CPU"),
-    Rule("no_builder", r"no builder|unsupported op|not supported op|op type .* is not supported|unsupported operator",
+    Rule("no_builder", r"no builder|unsupported op|not supported op|op type .* is not supported|unsupported operator"
+         r"|operators of type .* (is|are) not supported",
          "the QNN EP cannot translate this op at all (no builder for it): replace it in the export with ops "
          "the HTP takes (decompose it), or let the CPU or the GPU (" + ref("backends") + ") run it"),
     Rule("left_on_cpu", r"did not claim it",

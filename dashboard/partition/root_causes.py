@@ -35,14 +35,20 @@ INPUT = "(graph input)"
 EXAMPLES = 5
 
 
-def is_shape_failure(reason: str | None, op_type: str = "") -> bool:
-    """Whether the backend refused a node for a shape it cannot know, by the reason's own words:
-    names quoted in it (`node`) and the op type (``DynamicQuantizeLSTM``, ``DynamicSlice``) are not
-    read, so an op type refused as such is not a shape failure."""
+def own_words(reason: str | None, op_type: str = "") -> str:
+    """``reason`` without the names in it: those quoted (`node`) and the op type as spelt
+    (``DynamicQuantizeLSTM``; "Cannot get shape" of a Shape node stays), which say what was
+    refused, not why."""
     text = re.sub(r"`[^`]*`", " ", reason or "")
     if op_type:
-        text = re.sub(rf"\b{re.escape(op_type)}\b", " ", text)  # as spelt: "Cannot get shape" of a Shape stays
-    return any(word in text.lower() for word in SHAPE_WORDS)
+        text = re.sub(rf"\b{re.escape(op_type)}\b", " ", text)
+    return text
+
+
+def is_shape_failure(reason: str | None, op_type: str = "") -> bool:
+    """Whether the backend refused a node for a shape it cannot know, by the reason's own words
+    (``own_words``), so an op type refused as such (``DynamicQuantizeLSTM``) is not a shape failure."""
+    return any(word in own_words(reason, op_type).lower() for word in SHAPE_WORDS)
 
 
 def _static(tensor: str, shapes: dict[str, TensorShape], constants) -> bool:
