@@ -340,3 +340,51 @@ def dynamic_detector_model(heads: int = 6) -> onnx.ModelProto:
              *(numpy_helper.from_array(np.full((8,), 0.5 + i, np.float32), f"k{i}") for i in range(heads))]
     return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
                   [helper.make_tensor_value_info("y", F, ["n_picked", 8])], inits)
+
+
+def folded_state_into_refused_op_model(op: str = "DynamicQuantizeLSTM", hidden: int = 8,
+                                       features: int = 16) -> onnx.ModelProto:
+    """An int8 CRNN's recurrent head as ddddocr exports it: the LSTM's initial states are
+    ``ConstantOfShape`` of a shape computed from the input (``Shape`` -> ``Gather`` -> ``Abs`` ->
+    ``Concat``: shape inference cannot follow the values, so the states' size looks unknown before
+    the run), which ONNX Runtime folds into constants once the width is fixed, and the recurrent op itself
+    (``op``, a ``com.microsoft`` quantized LSTM by default) is one the EP does not support at all.
+    A removed ``ConstantOfShape`` must never be named the root cause of a shape failure, and the
+    op-type refusal of the LSTM (whose name holds "Dynamic") is not a shape failure."""
+    i64 = np.int64
+    rng = np.random.default_rng(27)
+    gates = 4 * hidden
+    nodes = [
+        helper.make_node("Shape", ["x"], ["x_shape"], name="Shape_80"),
+        helper.make_node("Gather", ["x_shape", "one"], ["batch"], name="Gather_82", axis=0),
+        helper.make_node("Abs", ["batch"], ["batch_max"], name="Abs_83"),  # shape inference keeps no value: size unknown
+        helper.make_node("Unsqueeze", ["batch_max", "ax0"], ["batch1"], name="Unsqueeze_84"),
+        helper.make_node("Concat", ["dirs", "batch1", "hidden"], ["state_shape"], name="Concat_85", axis=0),
+        helper.make_node("ConstantOfShape", ["state_shape"], ["h0"], name="ConstantOfShape_86",
+                         value=numpy_helper.from_array(np.zeros(1, np.float32))),
+    ]
+    inits = [numpy_helper.from_array(np.array(1, i64), "one"), numpy_helper.from_array(np.array([0], i64), "ax0"),
+             numpy_helper.from_array(np.array([1], i64), "dirs"), numpy_helper.from_array(np.array([hidden], i64), "hidden")]
+    if op == "DynamicQuantizeLSTM":
+        nodes.append(helper.make_node(
+            op, ["x", "W", "R", "B", "", "h0", "h0", "", "W_scale", "W_zp", "R_scale", "R_zp"], ["Y"],
+            name="DynamicQuantizeLSTM_87", domain="com.microsoft", hidden_size=hidden))
+        inits += [numpy_helper.from_array(rng.integers(-100, 100, (1, features, gates)).astype(np.int8), "W"),
+                  numpy_helper.from_array(rng.integers(-100, 100, (1, hidden, gates)).astype(np.int8), "R"),
+                  numpy_helper.from_array(np.zeros((1, 2 * gates), np.float32), "B"),
+                  numpy_helper.from_array(np.array([0.01], np.float32), "W_scale"),
+                  numpy_helper.from_array(np.array([0], np.int8), "W_zp"),
+                  numpy_helper.from_array(np.array([0.01], np.float32), "R_scale"),
+                  numpy_helper.from_array(np.array([0], np.int8), "R_zp")]
+    else:  # a plain LSTM, for contrast: the EP takes it, the folded states are no blocker
+        nodes.append(helper.make_node(op, ["x", "W", "R", "B", "", "h0", "h0"], ["Y"], name=f"{op}_87",
+                                      hidden_size=hidden))
+        inits += [numpy_helper.from_array(rng.random((1, gates, features), dtype=np.float32) - 0.5, "W"),
+                  numpy_helper.from_array(rng.random((1, gates, hidden), dtype=np.float32) - 0.5, "R"),
+                  numpy_helper.from_array(np.zeros((1, 2 * gates), np.float32), "B")]
+    nodes.append(helper.make_node("Relu", ["Y"], ["y"], name="Relu_88"))
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["image_width", 1, features])],
+                   [helper.make_tensor_value_info("y", F, None)], inits)
+    if op == "DynamicQuantizeLSTM":
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model

@@ -182,7 +182,7 @@ def test_an_upload_over_the_cap_is_refused_before_its_bytes_are_read(outlier, mo
     at = page_with_model("accuracy", outlier, "outlier", timeout=120)
     upload(at, "big.npz", b"\x00" * 5000)
     assert len(at.error) == 1 and "big.npz" in errors(at)[0] and "at most" in errors(at)[0]
-    assert "5,000" in errors(at)[0] or "4.9 KB" in errors(at)[0], errors(at)
+    assert "5,000" in errors(at)[0] or "4.9 KiB" in errors(at)[0], errors(at)
 
 
 def test_random_inputs_are_labelled_beside_every_figure(outlier):

@@ -90,6 +90,33 @@ def test_choosing_another_sample(app):
     assert target.description in [c.value for c in at.sidebar.caption]
 
 
+@pytest.mark.parametrize("how", ["path", "upload"])
+def test_the_sample_picker_shows_a_sample_only_while_that_sample_is_loaded(app, tmp_path, how):
+    """Issue 27, item 4: after a model opened by path (or uploaded), the Sample source showed the
+    sample chosen before while the other model stayed loaded, and picking that sample again did
+    nothing (no change). The picker now shows what is loaded: no sample, and picking one opens it."""
+    first = SAMPLES[0]
+    at = app().run()
+    assert at.sidebar.selectbox(key="intake_sample").value == first.file_name  # the sample loaded
+    other = tmp_path / "encoder.onnx"
+    other.write_bytes(sample_path("text_encoder.onnx").read_bytes())
+    if how == "path":
+        open_path(at, other)
+    else:
+        upload(at, "encoder.onnx", other.read_bytes())
+    assert selected(at).source == how
+    at.sidebar.segmented_control(key="intake_mode").set_value(intake.SAMPLE).run()
+    assert not at.exception and not errors(at)
+    assert selected(at).source == how  # switching the source loads nothing …
+    assert at.sidebar.selectbox(key="intake_sample").value is None  # … and the picker says no sample is
+    assert "encoder.onnx" in at.sidebar.markdown[0].value.replace("\\", "")
+    at.sidebar.selectbox(key="intake_sample").set_value(first.file_name).run()
+    assert (selected(at).name, selected(at).source) == (first.title, "sample")  # picking it opens it
+    assert at.sidebar.selectbox(key="intake_sample").value == first.file_name
+    at.switch_page("pages/devices.py").run()  # and another page shows the same
+    assert at.sidebar.selectbox(key="intake_sample").value == first.file_name
+
+
 def test_open_a_server_path(app, tmp_path):
     path = tmp_path / "encoder.onnx"
     path.write_bytes(sample_path("text_encoder.onnx").read_bytes())
@@ -280,7 +307,7 @@ def test_hashing_a_large_model_shows_a_sidebar_progress_bar_that_goes_away():
     at = AppTest.from_function(script).run()
     bars = at.sidebar.get("progress")
     assert len(bars) == 1 and bars[0].proto.value == 25
-    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MB of 3.0 GB"  # escaped: the name is text
+    assert bars[0].proto.text == "Hashing big \\<model\\>\\.onnx: 768 MiB of 3.0 GiB"  # escaped: the name is text
     at.session_state["finish"] = True
     at.run()
     assert not at.sidebar.get("progress")

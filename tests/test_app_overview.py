@@ -295,3 +295,55 @@ def test_counts_include_what_runs_inside_control_flow_bodies(app, tmp_path):
     assert bars("ai.onnx · inside bodies") == dict(inside)
     assert bars("ai.onnx") == dict(Counter(n.op_type for n in proto.graph.node))
     assert {"LSTM", "Conv", "STFT"} <= set(bars("ai.onnx · inside bodies"))
+
+
+# -- issue 27, item 6: weights held in Constant nodes; one size rule -----------------------------------
+def _constant_weights_model(path, big: int = 128, small: int = 4):
+    """A Conv whose weight is a Constant node (an exporter that folds weights so), plus a large
+    Constant (kept as a header only: never read) added to its output."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.full((small, 3, 3, 3), 0.1, np.float32), "w")
+    bias = numpy_helper.from_array(np.zeros((1, small, big, big), np.float32), "b")
+    nodes = [helper.make_node("Constant", [], ["w"], name="const_w", value=weight),
+             helper.make_node("Constant", [], ["b"], name="const_b", value=bias),
+             helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "constants", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                              [1, 3, big, big])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return weight.raw_data.__len__() + bias.raw_data.__len__()
+
+
+def test_weights_held_in_constant_nodes_are_counted_on_the_page_and_in_the_report(app, tmp_path):
+    """A model whose weights are all in Constant nodes showed "Weights 0 B"."""
+    from dashboard.intake.overview import human_bytes
+    from dashboard.intake.reader import load_model
+    from dashboard.render.report import _model as report_model
+
+    path = tmp_path / "constants.onnx"
+    held = _constant_weights_model(path)
+    at = overview(app, path)
+    assert not at.exception and not at.error
+    assert metric(at, "Weights") == human_bytes(held) != "0 B"
+    sizes = dict(next(d.value for d in at.dataframe if "what" in d.value.columns).values)
+    assert sizes["weights held in Constant nodes"] == human_bytes(held) == sizes["weights inside the file"]
+
+    from types import SimpleNamespace
+
+    section = report_model(SimpleNamespace(graph=load_model(path), path=str(path)))  # reads only these two
+    assert f"<td>weights</td><td>{human_bytes(held)}</td>" in section
+
+
+@pytest.mark.parametrize("count", [0, 1023, 1536, 230_785, 5 << 20, 3 << 30])
+def test_every_size_is_binary_and_labelled_so(count):
+    """One rule for every page, the report and the CLI: powers of 1024 named KiB, MiB, GiB."""
+    from dashboard.intake.overview import human_bytes
+    from dashboard.render.report import binary_size
+
+    text = human_bytes(count)
+    number, unit = text.split(" ")
+    assert unit in ("B", "KiB", "MiB", "GiB") and binary_size(count) == text
+    scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+    assert abs(float(number) * scale - count) <= 0.05 * count + 1  # the number is the size in that unit

@@ -111,6 +111,34 @@ def test_every_rule_is_reachable_and_unknown_reasons_say_so():
     assert pattern("node a/b_3 has 'x_1' rank 5", "a/b_3") == "node <node> has '…' rank N"
 
 
+def test_an_op_type_refused_as_such_gets_the_no_builder_fix_whatever_its_name_says():
+    """Issue 27, item 3's rule for the blockers too: "Operators of type `DynamicTimeWarping` are not
+    supported" is the op type refused (replace it), not "a size known only at run time"."""
+    for op in ("DynamicTimeWarping", "Erf", "DynamicSlice"):
+        reason = f"Operators of type `{op}` are not supported by QNN EP.{op} node `/dynamic/{op}_3` will not be assigned"
+        assert fix_for(op, reason)[0] == "no_builder", op
+    assert fix_for("Shape", "Cannot get shape")[0] == "shape"  # a reason's own shape words still count
+    assert fix_for("Range", "Dynamic Range inputs are not supported by QNN EP.")[0] == "shape"
+
+
+def test_no_fix_says_to_turn_on_fp16_when_the_analysis_ran_with_it():
+    """Issue 27, item 6: an int8 CRNN analysed with fp16 on was told "or keep the float model and
+    turn on fp16". Every rule's fix, for a report made with fp16 on, says it is on instead."""
+    import dataclasses
+
+    off, on = report(), dataclasses.replace(report(), options=Settings(fp16=True))
+    mm_off = next(b for b in blockers(off) if b.rule == "dynamic_quant")
+    mm_on = next(b for b in blockers(on) if b.rule == "dynamic_quant")
+    assert "turn on ⟨fp16⟩" in mm_off.fix and "turn on" not in mm_on.fix and "is on already" in mm_on.fix
+    assert "QDQ" in mm_on.fix  # the rest of the fix stands
+    for rule in RULES:
+        if "fp16" in rule.fix:
+            fix = fix_for(*{"dynamic_quant": ("MatMulInteger", "x"), "integer_data": ("Gather", "uint8 data: Failed to add node"),
+                            "op_validation": ("Gather", "Failed to add node"),
+                            "float32": ("Add", "float32 input")}[rule.key], fp16=True)[1]
+            assert "turn on ⟨fp16⟩" not in fix and "needs ⟨fp16⟩" not in fix and "⟨fp16⟩" in fix, rule.key
+
+
 def test_the_json_carries_the_blockers_and_reads_back_as_a_device_report():
     data = report().to_json()
     assert {b["op_type"] for b in data["blockers"]} == {"MatMulInteger", "Gather", "GroupQueryAttention"}

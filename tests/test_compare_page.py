@@ -64,6 +64,9 @@ def test_one_model_under_two_option_sets(tmp_path):
     assert list(facts.loc["HTP architecture"]) == ["v73", "v68"]
     assert list(facts.loc["HTP"])[1] == "failed" and list(facts.loc["HTP"])[0].startswith("measured on the ")
     assert facts.loc["HTP session creation (compile)"].iloc[0].endswith(" s")
+    # what B's failed HTP did not measure is "—", never "None" or "nan" beside it (issue 27, item 6)
+    assert facts.loc["HTP session creation (compile)"].iloc[1] == facts.loc["QNN subgraphs"].iloc[1] == "—"
+    assert not {"None", "nan"} & set(facts.values.ravel())
     assert len(at.session_state["partition_reports"]) == 2  # shared with the Partitions page
     assert any("No timeline run" in i.value for i in at.info)
 
@@ -110,6 +113,9 @@ def test_each_option_set_shows_its_own_timeline_run(tmp_path):
     assert at.selectbox(key="cmp_run_B").options == ["#2 fp16 off"]
     facts = next(df.value for df in at.dataframe if "HTP architecture" in df.value.index)
     assert list(facts.loc["EPContext size"]) == ["3.0 MiB", "not measured (run the cached strategy)"]
+    tables = [df.value for df in at.dataframe if "first response (s)" in df.value.columns]
+    assert len(tables) == 2 and all(t.notna().all().all() for t in tables)  # nothing measured: —, not None
+    assert {t["first response (s)"].iloc[0] for t in tables} == {"—"}
 
 
 def test_two_models_side_by_side(tmp_path):

@@ -1176,7 +1176,7 @@ def test_commands_show_hashing_progress_of_a_large_model_on_stderr(tmp_path, cap
     finally:
         digest.report_digest_progress(None)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "hashing the model:   0% of 0.3 GB" and lines[-1] == "hashing the model: 100% of 0.3 GB"
+    assert lines[0] == "hashing the model:   0% of 0.3 GiB" and lines[-1] == "hashing the model: 100% of 0.3 GiB"
     assert len(lines) == 11
     digest.file_digest(big)
     assert capsys.readouterr().err == ""  # uninstalled: the library itself never prints
@@ -1194,4 +1194,4 @@ def test_cli_main_installs_the_progress_reporter(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(model), str(big)], capture_output=True, text=True,
                           env=_env(), cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[-1] == "hashing the model: 100% of 0.3 GB"
+    assert done.stderr.splitlines()[-1] == "hashing the model: 100% of 0.3 GiB"

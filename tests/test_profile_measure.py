@@ -252,14 +252,18 @@ def test_the_profiling_files_are_removed_with_the_job(tmp_path, monkeypatch):
 
 
 def test_the_notebook_returns_a_frame_and_a_figure_in_the_backends_own_unit():
+    import html
+
     from dashboard import notebook as lab
+    from dashboard.render import profile_views
 
     profiled = lab.sample("cnn_classifier.onnx").profile(runs=1, backends=("htp",), fp16=True, soc=SOC_MODEL)
     frame = profiled.to_frame()
     assert len(frame) == len(profiled.record.nodes) and {"name", "backend", "unit", "median", "share"} <= set(frame)
     figure = profiled.figure()
     assert figure.layout.xaxis.title.text == "simulated HTP cycles"
-    assert list(figure.data[0].y)[-1] == profiled.record.top(1, "htp")[0].name  # the costliest on top
+    top = profiled.record.top(1, "htp")[0]
+    assert list(figure.data[0].y)[-1] == html.escape(profile_views._bar_name(top))  # the costliest on top, as the page
     with pytest.raises(Exception, match="no backend 'gpu'"):
         profiled.figure("gpu")
 

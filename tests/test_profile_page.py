@@ -319,6 +319,25 @@ def test_the_sidebars_html_report_holds_the_sessions_profiles():
     assert "Where the time goes" not in without()
 
 
+def test_the_reports_top_nodes_chart_is_the_pages_with_its_labels():
+    """Issue 27, item 6: the report drew its own top-nodes chart, without the "(inserted)" and
+    "(+N fused)" labels of the page's. Now one chart: every label the page shows is in the report."""
+    import json as json_module
+
+    from dashboard.intake.digest import file_digest
+    from dashboard.views.report import report_file
+    from dashboard.views.state import SelectedModel
+
+    page_labels = profile_views.top_nodes(cnn_profile(), "htp").to_dict()["data"][0]["y"]
+    assert any(label.endswith(" (inserted)") for label in page_labels)
+    assert any(label.endswith(" (+2 fused)") for label in page_labels)
+    selected = SelectedModel(str(SAMPLE), "cnn", file_digest(SAMPLE), "sample")
+    _, build = report_file(selected, load_model(SAMPLE), list, list, profiles=lambda: [cnn_profile()])
+    html = build()
+    for label in page_labels:  # as plotly writes them into the page (its JSON escapes "/")
+        assert json_module.dumps(label)[1:-1].replace("/", "\\u002f") in html, label
+
+
 def test_names_from_the_file_reach_the_charts_as_text():
     hostile = "<a href='javascript:alert(1)'>x</a>"
     profile = cnn_profile()

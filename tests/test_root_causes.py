@@ -14,13 +14,14 @@ import subprocess
 import sys
 
 import partition_models as pm
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.runtime.knobs import CLI, PAGE, words
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import infer_tensor_shapes
 from dashboard.partition.report import BackendReport, NodeSupport, RootCause
-from dashboard.partition.root_causes import INPUT, attach, find_root_causes, text_lines
+from dashboard.partition.root_causes import INPUT, attach, find_root_causes, is_shape_failure, text_lines
 from dashboard.runtime.client import PROJECT_ROOT
 
 STATIC_PART = {"backbone_conv", "backbone_relu", "score_conv", "score_sigmoid", "scores_flat", "keep",
@@ -141,3 +142,59 @@ def test_the_htp_names_nonzero_and_range_as_root_causes_on_the_simulator(tmp_pat
     assert "Cannot get shape" in htp["nodes"]["box_head3"]["reason"]  # the EP's own words for the downstream
     claimed = {n for n, v in htp["nodes"].items() if v["supported"]}
     assert STATIC_PART - {"count"} <= claimed  # the backbone stays on the HTP
+
+
+# -- issue 27, item 3: a removed node is never a root cause; an op-type refusal is no shape failure ------
+def folded_states(tmp_path, op: str = "DynamicQuantizeLSTM"):
+    """The int8 CRNN head (``partition_models.folded_state_into_refused_op_model``) and its shapes as
+    the page infers them: the LSTM states' size is unknown before the run."""
+    path = pm.save(pm.folded_state_into_refused_op_model(op), tmp_path, f"crnn_{op}")
+    shapes, _ = infer_tensor_shapes(load_structure(path), {"image_width": 20})
+    return path, load_model(path), shapes
+
+
+def test_a_node_onnx_runtime_removed_is_never_a_root_cause(tmp_path):
+    """The LSTM is refused for its shape, downstream of states made by a ConstantOfShape: while the
+    ConstantOfShape runs it is the origin; once ONNX Runtime folded it (and the shape computation
+    before it) into a constant, neither it nor anything before it is named."""
+    _, graph, shapes = folded_states(tmp_path, "LSTM")
+    assert not shapes["h0"].is_static  # the page cannot know the states' size
+    verdicts = {n.name: NodeSupport(n.op_type, True) for n in graph.nodes}
+    verdicts["LSTM_87"] = NodeSupport("LSTM", False, "Cannot get shape", status="rejected")
+    assert [c.node for c in find_root_causes(graph, shapes, verdicts)] == ["ConstantOfShape_86"]  # kept: named
+    for name in ("Shape_80", "Gather_82", "Abs_83", "Unsqueeze_84", "Concat_85", "ConstantOfShape_86"):
+        verdicts[name] = NodeSupport(graph.node_by_name()[name].op_type, False, "folded", status="removed")
+    report = attach(BackendReport("htp", "measured", nodes=verdicts), graph, shapes)
+    assert report.root_causes == [] and report.shape_failures == 0
+
+
+@pytest.mark.parametrize("reason, op_type, shape", [
+    ("Operators of type `DynamicQuantizeLSTM` are not supported by QNN EP.DynamicQuantizeLSTM node "
+     "`DynamicQuantizeLSTM_87` will not be assigned to QNN EP.", "DynamicQuantizeLSTM", False),
+    ("Operators of type `DynamicQuantizeMatMul` are not supported by QNN EP.", "DynamicQuantizeMatMul", False),
+    ("Operators of type `Erf` are not supported by QNN EP.Erf node `/dynamic_head/Erf` will not be assigned",
+     "Erf", False),
+    ("Cannot get shape", "Conv", True),
+    ("Cannot get shape", "Shape", True),  # an op named like a shape word keeps the reason's words
+    ("Dynamic shape is not supported yet, for input: x", "DynamicSlice", True),
+    ("NonZero output shape must be static.", "NonZero", True),
+])
+def test_an_op_type_refusal_is_not_a_shape_failure_whatever_the_names_say(reason, op_type, shape):
+    assert is_shape_failure(reason, op_type) is shape
+
+
+def test_the_int8_crnn_on_the_simulator_blames_no_removed_node(tmp_path):
+    """Measured on the HTP simulator: ONNX Runtime folds the states' computation (six nodes removed)
+    and the EP refuses the quantized LSTM for its op type. At the shapes the page knows (the states'
+    size unknown), the backend's own verdicts name no root cause and count no shape failure."""
+    from dashboard.partition.analysis import analyze
+    from dashboard.runtime.knobs import Settings
+
+    path, graph, shapes = folded_states(tmp_path)
+    report = analyze(str(path), Settings(backends=("htp",), dims={"image_width": 20}), use_cache=False)
+    htp = report.backends["htp"]
+    assert htp.status == "measured", htp.error
+    assert htp.nodes["ConstantOfShape_86"].status == "removed"
+    refused = htp.nodes["DynamicQuantizeLSTM_87"]
+    assert not refused.supported and "DynamicQuantizeLSTM" in refused.reason
+    assert attach(htp, graph, shapes).root_causes == [] and htp.shape_failures == 0

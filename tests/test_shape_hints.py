@@ -51,7 +51,9 @@ def test_an_ocr_recogniser_collapsed_to_one_pixel_is_warned_and_defaults_to_a_te
     assert shape_hints.family(graph) == "ocr_recognizer"
     [hint] = [h for h in shape_hints.hints(graph, _at_one(graph)) if h.input == graph.inputs[0].name]
     assert "is 1" in hint.message or "are 1" in hint.message
-    assert "OCR text line 48×320" in hint.message  # the preset to try
+    fixed = graph.inputs[0].shape[2] if isinstance(graph.inputs[0].shape[2], int) else None
+    line = f"OCR text line {fixed}×" if fixed else "OCR text line 48×320"  # its own height, when fixed
+    assert line in hint.message  # the preset to try
     dims = resolve_dims(graph, {})
     image, shapes = graph.inputs[0], {}
     if image.shape[2] is None:  # an unnamed height (?): not "1", and the fix is the whole shape of a text line
@@ -66,7 +68,7 @@ def test_an_ocr_recogniser_collapsed_to_one_pixel_is_warned_and_defaults_to_a_te
         assert prefilled[image.name] == shapes[image.name]
     assert not shape_hints.hints(graph, dims, prefilled)
     assert width > height > 1  # a text line: wider than high
-    assert any(p.title.startswith("OCR text line 48×320") for p in shape_hints.presets(graph))
+    assert any(p.title.startswith(line) for p in shape_hints.presets(graph))
 
 
 @pytest.mark.parametrize("path", ENCODER_DECODERS, ids=lambda p: p.name)
@@ -179,3 +181,42 @@ def test_a_kv_decoders_one_token_step_is_no_warning():
     graph = load_model(str(SAMPLES_DIR / "llm_decoder_kv.onnx"))
     ones = {name: 1 for name in resolve_dims(graph, {})}
     assert not [h for h in shape_hints.hints(graph, ones) if "sequence dimension" in h.message]
+
+
+# -- issue 27, item 6: a recogniser is known by its structure, not only its name ----------------------
+def _line_model(path: Path, height: int, output: list, channels: int = 1) -> Path:
+    """An image of fixed ``height`` and open width, pooled to ``output`` (a sequence when it has an
+    open length, class scores when not)."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, channels, 3, 3], [0.1] * (4 * channels * 9))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceMean", ["c"], ["y"], axes=[1, 2], keepdims=0)]
+    graph = helper.make_graph(nodes, "torch-jit-export", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, channels, height, "image_width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, output)], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("source, height", [("ddddocr", 64), ("gray32", 32), ("rgb48", 48)])
+def test_a_text_recogniser_named_like_anything_gets_a_text_line_and_its_presets(tmp_path, source, height):
+    """ddddocr ships its recogniser as ``common.onnx`` (no OCR word, no metadata): it got a 64-pixel
+    width (the "square image" rule) and no OCR preset. A fixed text-line height, an open width and
+    an output of open length make it a recogniser whatever its name."""
+    if source == "ddddocr":
+        path = tmp_path / "common.onnx"
+        path.write_bytes((DATA / "real/ddddocr_common.onnx").read_bytes())
+    else:
+        path = _line_model(tmp_path / "common.onnx", height, [1, "seqlen", 4] if source == "rgb48" else [1, "seqlen"],
+                           channels=3 if source == "rgb48" else 1)
+    graph = load_model(path)
+    assert shape_hints.family(graph) == "ocr_recognizer"
+    [(width, why)] = shape_hints.prefill(graph).values()
+    assert width > 2 * height and "text line" in why  # a line, not a square
+    titles = [p.title for p in shape_hints.presets(graph)]
+    assert titles and all(t.startswith(f"OCR text line {height}×") for t in titles)
+    assert resolve_dims(graph, {})["image_width"] == width
+
+
+def test_an_image_of_fixed_height_read_into_class_scores_is_no_recogniser(tmp_path):
+    graph = load_model(_line_model(tmp_path / "common.onnx", 64, [1, 4]))
+    assert shape_hints.family(graph) is None and not shape_hints.presets(graph)

@@ -166,3 +166,83 @@ def test_a_whole_shape_preset_fills_the_shape_field_of_an_input_with_an_unnamed_
     assert at.text_input(key=field).value == "1, 3, 48, 320"
     assert not degenerate(at) and "timeline_job" not in at.session_state
     assert at.session_state[SHARED][digest]["shapes"] == {"x": (1, 3, 48, 320)}
+
+
+# -- issue 27, item 1: an upload keeps the hints its file name gives ----------------------------------
+def detector(directory: Path, name: str) -> Path:
+    """A detector whose only statement of its size is its file name (``yolov8n_320``)."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.1] * 108)
+    nodes = [helper.make_node("Conv", ["images", "w"], ["c"], name="conv0", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info(
+        "images", TensorProto.FLOAT, [1, 3, "height", "width"])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [weight])
+    path = directory / name
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    return path
+
+
+def dims_shown(at: AppTest, digest: str, names) -> dict[str, int]:
+    return {name: at.number_input(key=f"tl_dim_{digest}_{name}").value for name in names}
+
+
+@pytest.mark.parametrize("model", ["whisper", "detector"])
+def test_an_uploaded_model_gets_the_defaults_and_presets_its_file_name_gives(tmp_path, monkeypatch, model):
+    """Uploads are stored as ``<digest>/model.onnx``; the hints must read the name the file was
+    uploaded as, so an upload starts where the same file opened by its path does (a Whisper decoder
+    at 1500 encoder frames with the Whisper preset, a ``_320`` detector at 320), not at the
+    defaults of a model of no family (128, 224)."""
+    monkeypatch.setenv("QNN_LAB_UPLOAD_DIR", str(tmp_path / "uploads"))
+    if model == "whisper":
+        path, names = DATA / "exports/hf_whisper_decoder_with_past.onnx", ["encoder_sequence_length"]
+    else:
+        path, names = detector(tmp_path, "yolov8n_320.onnx"), ["height", "width"]
+    digest = file_digest(path)
+    by_path = page("timeline", path).run()
+    expected, presets = dims_shown(by_path, digest, names), [b.label for b in by_path.button if "Use " in b.label]
+    assert presets  # the family's presets, offered for the file opened by path
+    anonymous = detector(tmp_path, "model.onnx") if model == "detector" else None
+    if anonymous is not None:  # the name is what says 320: without it the default differs
+        at = page("timeline", anonymous).run()
+        assert dims_shown(at, file_digest(anonymous), names) != expected
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).switch_page("pages/timeline.py").run()
+    at.sidebar.segmented_control(key="intake_mode").set_value("Upload").run()
+    at.sidebar.file_uploader(key="intake_upload").upload(path.name, path.read_bytes()).run()
+    assert not at.exception
+    selected = at.session_state["selected_model"]
+    assert (selected.source, selected.name, Path(selected.path).name) == ("upload", path.name, "model.onnx")
+    assert dims_shown(at, digest, names) == expected
+    assert [b.label for b in at.button if "Use " in b.label] == presets
+
+
+# -- issue 27, item 6: a preset button leaves no Streamlit warning --------------------------------------
+@pytest.mark.parametrize("name", ["partitions", "timeline", "compare"])
+def test_a_preset_button_fills_the_fields_without_a_session_state_warning(tmp_path, monkeypatch, name):
+    """The fields a preset fills were also given a default: Streamlit logged "created with a
+    default value but also had its value set via the Session State API" on every preset click."""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # Streamlit says it once a process
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    logger = logging.getLogger(policies.__name__)
+    logger.addHandler(handler)
+    try:
+        path = recogniser(tmp_path)
+        digest = file_digest(path)
+        at = page(name, path)
+        at = settle(at) if name == "partitions" else at.run()
+        field = f"{dict(partitions='pt', timeline='tl', compare='pt')[name]}_dim_{digest}_height"
+        button(at, "Use OCR text line 32×320 (CRNN, PP-OCR v2)").click()
+        at = settle(at) if name == "partitions" else at.run()
+        assert not at.exception
+        if name != "compare":  # Compare's side A draws no dimension fields: its model's shared settings
+            assert at.number_input(key=field).value == 32
+        else:
+            assert at.session_state["settings_fills"][digest]["dims"]["height"] == 32
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in said if "Session State API" in m], said

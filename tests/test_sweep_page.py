@@ -86,6 +86,17 @@ def test_only_the_command_lines_and_the_operators_folders_are_offered(tmp_path, 
     assert other in with_cli.specs.values()  # the terminal named it
 
 
+def test_a_specs_results_folder_is_offered_by_its_name_on_disk(tmp_path):
+    """Issue 27, item 6: a spec given on the command line had its results offered as
+    ``zoo.toml.results`` while the folder is ``zoo.results``."""
+    base = two_runs(tmp_path / "sweeps")
+    spec = base / "zoo.toml"
+    found = offered(["--sweep", str(spec)])
+    [name] = [n for n, path in found.folders.items() if path == results_folder(spec)]
+    assert name == f"{results_folder(spec)} (command line)" and results_folder(spec).is_dir()
+    assert results_folder(spec).name == "zoo.results"
+
+
 def test_the_matrix_shows_coverage_cpu_nodes_and_verdicts_and_filters(app, root):
     at = page(app)
     at.selectbox(key="sw_folder").set_value(next(o for o in at.selectbox(key="sw_folder").options

@@ -22,7 +22,7 @@ from dashboard.timeline.estimate import costs_from_size, estimate
 from dashboard.timeline.migration import Slot
 from dashboard.timeline.model import (Event, Request, StrategyRun, TimelineOptions, TimelineRun, WORKLOADS,
                                       cached_vs_cold, default_workload)
-from dashboard.timeline.protocol import StrategyEnd, StrategyStart, TimelineRequest
+from dashboard.timeline.protocol import Setup, StrategyEnd, StrategyStart, TimelineEvent, TimelineRequest
 from dashboard.timeline.remote import LiveRun
 from dashboard.timeline.runner import Recorder, Server
 
@@ -157,8 +157,21 @@ def test_the_simulator_default_workload_serves_after_the_swap(stores, sample):
 
     path = str(sample_path(sample))
     options = TimelineOptions(**default_workload("simulator"), fp16=True)
-    run = run_on_device(Device.parse("local"), path, options)
+    # the progress, started from an estimate far off (a 12 MiB model's size): once the migration
+    # swapped, its total is the count the run serves (issue 27, item 5), within a request a strategy
+    prior = estimate(options, costs_from_size(12 * 1024 * 1024, 230, "simulator"))
+    live, totals = LiveRun(options, prior.requests, prior.costs), []
+
+    def follow(message) -> None:
+        live.feed(message)
+        if live._swap_at() is not None:
+            totals.append(live.total)
+
+    run = run_on_device(Device.parse("local"), path, options, on_event=follow)
     migrate = run.strategies["migrate"]
+    served = 2 * run.workload["requests"]
+    assert totals and all(abs(total - served) <= 2 for total in totals), (totals, served)
+    assert live.total == live.answered == served and prior.requests * 2 > served
     m = migrate.metrics
     assert m["swap_at_s"] is not None and m["p50_after_s"] is not None, migrate.events
     assert m["served"].get("htp", 0) >= options.after_swap
@@ -222,3 +235,87 @@ def test_a_compile_measured_by_a_partition_analysis_replaces_the_size_guess():
     options = TimelineOptions(**default_workload("simulator"))
     assert estimate(options, measured).requests == min(options.requests, int(
         (42.0 + options.warmup_runs * costs.target_request) * options.rate) + 1 + options.after_swap)
+
+
+# -- issue 27, item 5: the estimate calibrated as the run goes; the total is what will run ---------------
+def _simulated_run(options: TimelineOptions, compile_s: float, htp_s: float, cpu_s: float):
+    """The messages a paced migration then a fast-only strategy stream, with when each arrives
+    (seconds from the run's start), as the runner serves them: the CPU answers at once, the HTP
+    compiles after the first answer, warms up ``options.warmup_runs`` times, swaps, and the
+    workload ends ``after_swap`` arrivals later; the fast strategy serves as many on the CPU."""
+    from dashboard.timeline.estimate import paced_count
+
+    messages, rate = [(0.0, Setup({"backend": "cpu"}, {"backend": "htp"}))], options.rate
+    messages.append((0.0, StrategyStart("migrate", {"fast": "cpu", "target": "htp"})))
+    compiled = 0.15 + compile_s
+    swap = compiled + options.warmup_runs * htp_s
+    count = paced_count(options, swap)
+    for t, kind in ((0.0, "session_create_start"), (0.1, "session_create_end")):
+        messages.append((t, TimelineEvent("migrate", Event(t, kind, "cpu"))))
+    for t, kind in ((0.15, "session_create_start"), (compiled, "session_create_end"), (compiled, "warmup_start"),
+                    (swap, "warmup_end"), (swap, "swap")):
+        messages.append((t, TimelineEvent("migrate", Event(t, kind, "htp"))))
+    free = 0.0
+    for i in range(count):
+        arrival = i / rate
+        backend = "htp" if arrival >= swap else "cpu"
+        start = max(arrival, free if backend == "htp" else 0.1)
+        end = start + (htp_s if backend == "htp" else cpu_s)
+        free = end if backend == "htp" else free
+        messages.append((end, TimelineRequest("migrate", Request(i, arrival, start, end, backend, True))))
+    migrate_end = max(t for t, _ in messages) + 0.01
+    messages.append((migrate_end, StrategyEnd("migrate", {"expected": count})))
+    offset = migrate_end + 0.5
+    messages.append((offset, StrategyStart("fast", {"fast": "cpu"})))
+    for i in range(count):
+        start = max(i / rate, 0.1)
+        messages.append((offset + start + cpu_s,
+                         TimelineRequest("fast", Request(i, i / rate, start, start + cpu_s, "cpu", True))))
+    end = max(t for t, _ in messages) + 0.01
+    messages.append((end, StrategyEnd("fast", {"expected": count})))
+    return sorted(messages, key=lambda m: m[0]), swap, count, end
+
+
+@pytest.mark.parametrize("compile_s, htp_s", [(3.0, 0.2), (8.0, 0.6), (40.0, 2.0)])
+def test_the_live_estimate_is_calibrated_on_the_first_requests_and_the_total_is_what_will_run(compile_s, htp_s):
+    """A YOLOv8n-sized model on the simulator, whose size says 14 s per HTP request and a long
+    compile, served much faster (the issue: 2 min 37 s estimated, 21 s taken; "36/434 requests"
+    when it ended at 74): once the HTP has compiled and warmed, the time left follows the run and
+    the total is the count the run serves; a family of speeds, not one."""
+    options = TimelineOptions(**default_workload("simulator"))
+    prior = estimate(options, costs_from_size(12 * 1024 * 1024, 230, "simulator"))
+    messages, swap, count, end = _simulated_run(options, compile_s, htp_s, cpu_s=0.05)
+    now = [0.0]
+    live = LiveRun(options, prior.requests, prior.costs, clock=lambda: now[0])
+    assert live.total == 2 * prior.requests and live.time_left() is None  # nothing measured yet
+    off_before = []
+    for at, message in messages:
+        now[0] = at
+        live.feed(message)
+        if at >= swap and at < end:
+            assert live.total == 2 * count, (at, live.total)  # what will run, not the estimate's count
+            left, truth = live.time_left(), end - at
+            assert abs(left - truth) <= 0.2 * end + 1.0, (at, left, truth)
+            off_before.append(abs((prior.seconds - at) - truth))
+    assert live.answered == live.total == 2 * count
+    assert max(off_before) > 0.2 * end + 1.0  # the estimate before the run would have been wrong
+    text = live.costs_text()
+    assert "calibrated on this run" in text and "HTP compile" in text and "not a measurement" in text
+
+
+def test_a_job_asks_its_tracker_for_the_time_left():
+    """The page's progress says the tracker's calibrated time left, not a rate of answers."""
+    from dashboard.runtime.jobs import Job
+
+    options = TimelineOptions(**default_workload("simulator"))
+    prior = estimate(options, costs_from_size(12 * 1024 * 1024, 230, "simulator"))
+    now = [0.0]
+    live = LiveRun(options, prior.requests, prior.costs, clock=lambda: now[0])
+    job = Job("key", "a timeline", tracker=live)
+    messages, swap, _, _ = _simulated_run(options, 3.0, 0.2, 0.05)
+    for at, message in messages:
+        if at > swap:
+            break
+        now[0] = at
+        job.feed(message)
+    assert job.time_left == live.time_left() and job.count == (live.answered, live.total)

@@ -127,7 +127,7 @@ def stderr_progress() -> Callable[[int, int], None]:
             return
         shown[0] = tenth
         terminal = sys.stderr.isatty()
-        text = f"hashing the model: {tenth * 10:3d}% of {total / (1 << 30):.1f} GB"
+        text = f"hashing the model: {tenth * 10:3d}% of {total / (1 << 30):.1f} GiB"
         print(("\r" if terminal else "") + text, end="\n" if tenth == 10 or not terminal else "",
               file=sys.stderr, flush=True)
 

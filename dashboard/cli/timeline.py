@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate:
         print(guess.text(), file=sys.stderr)
         return 0
-    progress = _Progress(LiveRun(options, guess.requests), guess.text())
+    progress = _Progress(LiveRun(options, guess.requests, guess.costs), guess.text())
     with _data(args, options, device) as options:
         result = run_on_device(device, args.model, options, on_event=progress,
                                timeout=args.timeout or DEFAULT_TIMEOUT, cancel=Cancellation())

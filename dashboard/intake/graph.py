@@ -305,6 +305,10 @@ class ModelGraph(_Indexed):
     # ModelProto.metadata_props (exporters record e.g. an image size, a task, a class list), each
     # value cut to METADATA_CHARS: what shape hints read (``intake.shape_hints``), never code.
     metadata: dict[str, str] = field(default_factory=dict)
+    # The file name the user knows the model by: the file's own, or an upload's name as uploaded
+    # (its copy on the server is ``<digest>/model.onnx``). Names say what a model is (``_320``,
+    # ``whisper``, ``rec``): whatever reads a name reads this one, never ``path``'s.
+    file_name: str = ""
 
     @property
     def inputs(self) -> list[TensorSpec]:

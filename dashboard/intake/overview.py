@@ -20,14 +20,15 @@ TOP_OPS = 40
 
 
 def human_bytes(count: int | None) -> str:
-    """``1536`` -> ``1.5 KB``, ``230785`` -> ``225 KB`` (powers of 1024, at most one decimal and
-    three digits before it); ``None`` -> ``?``."""
+    """``1536`` -> ``1.5 KiB``, ``230785`` -> ``225 KiB`` (at most one decimal and three digits
+    before it); ``None`` -> ``?``. The one size rule of every page, the report and the CLI: powers
+    of 1024, named so (KiB, MiB, GiB), never a binary size labelled KB or MB."""
     if count is None:
         return "?"
     if count < 1024:
         return f"{count} B"
-    value, unit = count / 1024, "KB"
-    for bigger in ("MB", "GB", "TB"):
+    value, unit = count / 1024, "KiB"
+    for bigger in ("MiB", "GiB", "TiB"):
         if value < 1000:
             break
         value, unit = value / 1024, bigger
@@ -128,8 +129,8 @@ def opset_table(model: ModelGraph) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Sizes:
-    """Where a model's bytes are: the .onnx file itself and its weights (initializers at every
-    level), split into weights stored inside the file and in external-data files next to it, and
+    """Where a model's bytes are: the .onnx file itself and its weights (initializers and the
+    tensors of Constant nodes, at every level), split into weights stored inside the file and in external-data files next to it, and
     into the top level and control-flow bodies."""
 
     file_bytes: int
@@ -141,6 +142,7 @@ class Sizes:
     initializers: int
     external_files: list[str]
     missing_external_files: list[str]
+    constant_bytes: int = 0  # of ``weight_bytes``: tensors held in Constant nodes (an exporter's folded weights)
 
 
 def sizes(model: ModelGraph) -> Sizes:
@@ -151,16 +153,31 @@ def sizes(model: ModelGraph) -> Sizes:
     everything = [*model.initializers.values(), *inside]
     files = sorted({i.external_location for i in everything if i.external_location})
     missing = [f for f in files if not (base / f).is_file()]
-    weights = sum(i.nbytes for i in everything)
+    top_constants = _constant_bytes(model.nodes)
+    constants = top_constants + sum(_constant_bytes(body.graph.nodes) for body in model.bodies)
+    weights = sum(i.nbytes for i in everything) + constants
     external = sum(i.nbytes for i in everything if i.external_location)
     return Sizes(
         file_bytes=model.file_bytes,
         weight_bytes=weights,
         embedded_bytes=weights - external,
         external_bytes=external,
-        top_level_bytes=model.weight_bytes,
-        body_bytes=weights - model.weight_bytes,
+        top_level_bytes=model.weight_bytes + top_constants,
+        body_bytes=weights - model.weight_bytes - top_constants,
         initializers=len(everything),
         external_files=files,
         missing_external_files=missing,
+        constant_bytes=constants,
     )
+
+
+def _constant_bytes(nodes) -> int:
+    """Bytes of the tensors Constant nodes hold (``value``, from headers: never read). Why count
+    them: some exporters fold every weight into Constant nodes, and such a model showed "Weights
+    0 B" with all its bytes in the file."""
+    total = 0
+    for node in nodes:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for value in node.attributes.values():
+                total += getattr(value, "nbytes", 0) or 0
+    return total

@@ -66,8 +66,9 @@ KNOWN_DOMAINS = frozenset({
 WEIGHT_BATCH_BYTES = 16 << 20  # small initializers parsed per protobuf call, at most
 
 
-def load_model(path: str | os.PathLike) -> ModelGraph:
-    """Read the graph structure of the ONNX file at ``path``.
+def load_model(path: str | os.PathLike, file_name: str | None = None) -> ModelGraph:
+    """Read the graph structure of the ONNX file at ``path``; ``file_name`` is the name the user
+    knows it by when that is not the file's own (an upload, stored under its digest).
 
     Raises ``ModelError`` with a one-line explanation, naming ``path`` as given, for anything that
     is not a readable, well-formed ONNX model (missing, empty, truncated, archive, directory, pipe
@@ -78,9 +79,11 @@ def load_model(path: str | os.PathLike) -> ModelGraph:
     """
     model_path = Path(path)
     try:
-        return _load(model_path)
+        graph = _load(model_path)
     except caps.CapExceeded as exc:
         raise ModelError(f"{model_path}: {exc.message()}") from None
+    graph.file_name = file_name or model_path.name
+    return graph
 
 
 def _load(model_path: Path) -> ModelGraph:

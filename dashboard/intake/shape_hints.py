@@ -30,6 +30,7 @@ from dashboard.intake.shapes import DEFAULT_FRAMES, DEFAULT_SEQUENCE, dim_kind, 
 WHISPER_ENCODER_FRAMES = 1500  # 30 s of audio: 3000 mel frames, halved by the encoder's strided conv
 OCR_LINE = (48, 320)  # PP-OCR v3/v4 recognisers' text line (height, width)
 OCR_WIDTH_PER_HEIGHT = OCR_LINE[1] / OCR_LINE[0]
+OCR_HEIGHTS = (16, 128)  # a text line's fixed height in a recogniser's input (ddddocr: 64, CRNN: 32)
 DETECTOR_SIZES = (320, 416, 512, 640, 1024)  # sides a detector's name or metadata usually says
 DETECTOR_DEFAULT = 640  # Ultralytics' and PP-OCR's detectors' usual side, when the model says none
 IMAGE_DEFAULT = 224  # as ``shapes.DEFAULT_IMAGE``: the usual classifier input
@@ -66,9 +67,15 @@ class Preset:
 
 
 # -- what the model says about itself -------------------------------------------------------------------
+def _stem(graph: ModelGraph) -> str:
+    """The model's file name without its extension: the name the user knows it by (an upload's
+    name as uploaded, not its stored copy's ``model.onnx``)."""
+    return Path(getattr(graph, "file_name", "") or Path(graph.path).name).stem
+
+
 def _names(graph: ModelGraph) -> str:
     metadata = getattr(graph, "metadata", {}) or {}
-    return " ".join([Path(graph.path).stem, graph.graph_name or "", metadata.get("task", ""),
+    return " ".join([_stem(graph), graph.graph_name or "", metadata.get("task", ""),
                      metadata.get("description", "")])
 
 
@@ -84,7 +91,23 @@ def family(graph: ModelGraph) -> str | None:
         return "ocr_recognizer"
     if image is not None and (DETECTOR_WORDS.search(names) or metadata.get("task") == "detect"):
         return "detector"
+    if image is not None and _reads_a_text_line(graph, image):
+        return "ocr_recognizer"
     return None
+
+
+def _reads_a_text_line(graph: ModelGraph, image: TensorSpec) -> bool:
+    """A text recogniser by its structure, whatever its file is called (ddddocr ships
+    ``common.onnx``): an image of fixed height (a text line's: 16 to 128 pixels) and open width
+    (the line grows with its text), read into a sequence of open length (an output with an open
+    dimension other than the batch's: one step per slice of the width)."""
+    h_axis, w_axis = _spatial_axes(image)
+    height, width = image.shape[h_axis], image.shape[w_axis]
+    if not (isinstance(height, int) and OCR_HEIGHTS[0] <= height <= OCR_HEIGHTS[1]) or isinstance(width, int):
+        return False
+    batch = image.shape[0]
+    return any(not isinstance(d, int) and (d is None or d != batch)
+               for out in graph.outputs for d in (out.shape or ())[1:])
 
 
 def declared_size(graph: ModelGraph) -> tuple[int, int] | None:
@@ -93,7 +116,7 @@ def declared_size(graph: ModelGraph) -> tuple[int, int] | None:
     found = re.findall(r"\d{2,4}", metadata.get("imgsz", ""))
     if found:
         return (int(found[0]), int(found[-1]))
-    for match in SIZE_IN_NAME.finditer(Path(graph.path).stem.replace("-", "_")):
+    for match in SIZE_IN_NAME.finditer(_stem(graph).replace("-", "_")):
         h, w = int(match.group(1)), int(match.group(2) or match.group(1))
         if h in DETECTOR_SIZES or w in DETECTOR_SIZES:
             return (h, w)
@@ -175,7 +198,14 @@ def presets(graph: ModelGraph) -> list[Preset]:
     if image is None:
         return out
     h_axis, w_axis = _spatial_axes(image)
-    if kind == "ocr_recognizer":
+    height = image.shape[h_axis]
+    if kind == "ocr_recognizer" and isinstance(height, int) and height > 1:  # its own height: widths for it
+        line = int(round(height * OCR_WIDTH_PER_HEIGHT / 8)) * 8
+        out.append(_image_preset(image, h_axis, w_axis, (height, line),
+                                 f"OCR text line {height}×{line} (the model's height, PP-OCR's proportions)"))
+        if line != OCR_LINE[1]:
+            out.append(_image_preset(image, h_axis, w_axis, (height, OCR_LINE[1]), f"OCR text line {height}×320"))
+    elif kind == "ocr_recognizer":
         out.append(_image_preset(image, h_axis, w_axis, OCR_LINE, "OCR text line 48×320 (PP-OCR v3/v4)"))
         out.append(_image_preset(image, h_axis, w_axis, (32, 320), "OCR text line 32×320 (CRNN, PP-OCR v2)"))
     elif kind == "detector":

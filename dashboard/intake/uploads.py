@@ -247,4 +247,4 @@ def _size(entry: Path) -> int:
 
 
 def _gb(count: int) -> str:
-    return f"{count / (1 << 30):.2f} GB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MB"
+    return f"{count / (1 << 30):.2f} GiB" if count >= 1 << 30 else f"{count / (1 << 20):.0f} MiB"

@@ -270,7 +270,7 @@ class Profiled:
 
     def figure(self, backend: str | None = None, n: int = 15) -> go.Figure:
         """The ``n`` costliest nodes of ``backend`` (default: the first that ran), in its own unit."""
-        from dashboard.render.profile_figures import top_nodes
+        from dashboard.render.profile_views import top_nodes
 
         if backend is not None and backend not in self.record.backends:
             raise UserError(f"no backend {backend!r} in this profile; it has {', '.join(self.record.backends)}")

@@ -45,9 +45,15 @@ class Rule:
     pattern: str
     fix: str
     ops: frozenset[str] = frozenset()
+    fix_fp16: str = ""  # the fix when fp16 is on already (a fix that says "turn on fp16" then misleads)
 
     def matches(self, op_type: str, reason: str) -> bool:
-        return (not self.ops or op_type in self.ops) and re.search(self.pattern, reason, re.IGNORECASE) is not None
+        """Read in the reason's own words (``root_causes.own_words``): an op type or node name that
+        holds "dynamic" is not a shape problem."""
+        from dashboard.partition.root_causes import own_words
+
+        return (not self.ops or op_type in self.ops) and \
+            re.search(self.pattern, own_words(reason, op_type), re.IGNORECASE) is not None
 
 
 RULES: tuple[Rule, ...] = (
@@ -62,7 +68,9 @@ RULES: tuple[Rule, ...] = (
          "an op_affinity config file pins this op type to another backend: pin it to the backend the session "
          "runs, or to \"cpu\", in that file (provider option op_affinity)"),
     Rule("dynamic_quant", r".", "a dynamically quantised op the HTP refuses: " + QDQ + "; or keep the float model and "
-         "turn on " + ref("fp16"), DYNAMIC_QUANT_OPS),
+         "turn on " + ref("fp16"), DYNAMIC_QUANT_OPS,
+         fix_fp16="a dynamically quantised op the HTP refuses: " + QDQ + "; or export the float model instead of the "
+         "dynamically quantised one (" + ref("fp16") + " is on already: it runs float ops in fp16)"),
     Rule("shape", r"cannot get shape|must be static|not static|dynamic",
          "a size known only at run time: fix its root cause (listed under Root causes when one is found), or "
          "give the symbolic dimension a value (" + ref("dims") + ") or the input its whole shape ("
@@ -71,18 +79,28 @@ RULES: tuple[Rule, ...] = (
          r"|(failed to add node|validation).*(u?int8|uint16|int16)",
          "integer data without quantisation parameters: the HTP takes 8/16-bit tensors only as quantised "
          "tensors (a scale and zero point, from QDQ). " + QDQ[0].upper() + QDQ[1:] + " so the tensor gets "
-         "them, or store it as float and turn on " + ref("fp16")),
+         "them, or store it as float and turn on " + ref("fp16"),
+         fix_fp16="integer data without quantisation parameters: the HTP takes 8/16-bit tensors only as quantised "
+         "tensors (a scale and zero point, from QDQ). " + QDQ[0].upper() + QDQ[1:] + " so the tensor gets "
+         "them, or store it as float (" + ref("fp16") + " is on already)"),
     Rule("op_validation", r"failed to add node|op validation|validateopconfig|QNN_OP|not supported by the backend",
          "the HTP's own op validation refused this node's configuration (its data types, ranks or attributes), "
          "not the op itself. Check the data type column: uint8/int8 data without QDQ needs static QDQ "
          "quantisation (" + QDQ.split(' (')[0] + "); float32 needs " + ref("fp16") + "; otherwise change the "
-         "attribute the reason names in the export (or leave this node on the CPU)"),
+         "attribute the reason names in the export (or leave this node on the CPU)",
+         fix_fp16="the HTP's own op validation refused this node's configuration (its data types, ranks or "
+         "attributes), not the op itself. Check the data type column: uint8/int8 data without QDQ needs static QDQ "
+         "quantisation (" + QDQ.split(' (')[0] + "); " + ref("fp16") + " is on already, so float precision is not "
+         "the cause; otherwise change the attribute the reason names in the export (or leave this node on the CPU)"),
     Rule("float32", r"float32|float 32|fp32",
-         "a float32 tensor the HTP does not take: turn on " + ref("fp16") + " (or quantise to QDQ)"),
+         "a float32 tensor the HTP does not take: turn on " + ref("fp16") + " (or quantise to QDQ)",
+         fix_fp16="a float32 tensor the HTP does not take although " + ref("fp16") + " is on (a tensor fp16 does not "
+         "convert, e.g. a graph input or an integer cast to float): cast it in the export, or quantise to QDQ"),
     Rule("int64", r"int64",
          "64-bit integers: the HTP has none; cast to int32 in the export (indices, shapes) or leave the node on "
          "the CPU"),
-    Rule("no_builder", r"no builder|unsupported op|not supported op|op type .* is not supported|unsupported operator",
+    Rule("no_builder", r"no builder|unsupported op|not supported op|op type .* is not supported|unsupported operator"
+         r"|operators of type .* (is|are) not supported",
          "the QNN EP cannot translate this op at all (no builder for it): replace it in the export with ops "
          "the HTP takes (decompose it), or let the CPU or the GPU (" + ref("backends") + ") run it"),
     Rule("left_on_cpu", r"did not claim it",
@@ -114,11 +132,12 @@ def pattern(reason: str, node: str) -> str:
     return re.sub(r"\d+", "N", text).strip()
 
 
-def fix_for(op_type: str, reason: str) -> tuple[str, str]:
-    """``(rule key, fix)`` of the first rule that matches; ``("", NO_RULE)`` when none does."""
+def fix_for(op_type: str, reason: str, fp16: bool = False) -> tuple[str, str]:
+    """``(rule key, fix)`` of the first rule that matches; ``("", NO_RULE)`` when none does. With
+    ``fp16`` (the analysis ran with it on), a fix never says to turn it on."""
     for rule in RULES:
         if rule.matches(op_type, reason):
-            return rule.key, rule.fix
+            return rule.key, (rule.fix_fp16 or rule.fix) if fp16 else rule.fix
     return "", NO_RULE
 
 
@@ -155,7 +174,7 @@ def blockers(report: PartitionReport, graph: ModelGraph | None = None) -> list[B
         key = (verdict.op_type, dtype, pattern(reason, name))
         group = groups.get(key)
         if group is None:
-            rule, fix = fix_for(verdict.op_type, reason)
+            rule, fix = fix_for(verdict.op_type, reason, bool(report.options and report.options.fp16))
             group = groups[key] = Blocker(verdict.op_type, key[2], 0, fix=fix, rule=rule, dtype=dtype,
                                           example_reason=reason)
         group.count += 1

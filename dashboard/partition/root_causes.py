@@ -11,9 +11,18 @@ An *origin* is a node whose inputs all have static shapes (or are constants) whi
 outputs does not: the dynamic size is born there, from values rather than shapes. A graph input
 with a dimension left unknown is an origin too. Each node the backend refused for its shape is
 traced upstream through non-static tensors to the origins it depends on.
+
+Two rules keep the blame true (issue 27, an int8 CRNN whose LSTM states are ``ConstantOfShape`` of a
+computed shape): a node ONNX Runtime removed (folded into a constant, or eliminated) is never an
+origin, since it does not exist in the graph the backend sees, so "give it a static size or split
+there" would be a fix for nothing; the trace walks on through it. And a refusal of the op type
+itself (``Operators of type `DynamicQuantizeLSTM` are not supported``) is not a shape failure, even
+when the op's or the node's name holds a shape word: only the reason's own words count.
 """
 
 from __future__ import annotations
+
+import re
 
 from dashboard.intake.graph import ModelGraph, producers_of
 from dashboard.intake.shapes import TensorShape
@@ -26,9 +35,20 @@ INPUT = "(graph input)"
 EXAMPLES = 5
 
 
-def is_shape_failure(reason: str | None) -> bool:
-    text = (reason or "").lower()
-    return any(word in text for word in SHAPE_WORDS)
+def own_words(reason: str | None, op_type: str = "") -> str:
+    """``reason`` without the names in it: those quoted (`node`) and the op type as spelt
+    (``DynamicQuantizeLSTM``; "Cannot get shape" of a Shape node stays), which say what was
+    refused, not why."""
+    text = re.sub(r"`[^`]*`", " ", reason or "")
+    if op_type:
+        text = re.sub(rf"\b{re.escape(op_type)}\b", " ", text)
+    return text
+
+
+def is_shape_failure(reason: str | None, op_type: str = "") -> bool:
+    """Whether the backend refused a node for a shape it cannot know, by the reason's own words
+    (``own_words``), so an op type refused as such (``DynamicQuantizeLSTM``) is not a shape failure."""
+    return any(word in own_words(reason, op_type).lower() for word in SHAPE_WORDS)
 
 
 def _static(tensor: str, shapes: dict[str, TensorShape], constants) -> bool:
@@ -40,14 +60,18 @@ def _static(tensor: str, shapes: dict[str, TensorShape], constants) -> bool:
 
 def trace(graph: ModelGraph, shapes: dict[str, TensorShape], verdicts: dict[str, NodeSupport]) -> dict[str, list[str]]:
     """Origin (node or graph input name) -> the refused nodes whose unknown shape comes from it,
-    each traced upstream through non-static tensors. Empty when nothing was refused for its shape."""
+    each traced upstream through non-static tensors, never stopping at a node ONNX Runtime removed.
+    Empty when nothing was refused for its shape."""
     failures = [n for n in graph.nodes if (v := verdicts.get(n.name)) is not None and not v.supported
-                and v.status != REMOVED and is_shape_failure(v.reason)]
+                and v.status != REMOVED and is_shape_failure(v.reason, n.op_type)]
+    removed = {name for name, v in verdicts.items() if v.status == REMOVED}
     constants = set(graph.initializers)
     producers = producers_of(graph.nodes)
     inputs = {spec.name for spec in graph.inputs}
 
     def origin(node) -> bool:
+        if node.name in removed:  # not in the graph the backend sees: the trace walks on through it
+            return False
         return (all(_static(t, shapes, constants) for t in node.inputs)
                 and not all(_static(t, shapes, constants) for t in node.outputs))
 

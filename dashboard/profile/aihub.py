@@ -180,7 +180,8 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
             row.min, row.max = row.median, row.median
             row.qnn_ops.append(layer["name"])
     if not rows:
-        raise UserError(f"{where}: none of its {len(layers)} layers names a node of {clipped(Path(graph.path).name)} "
+        raise UserError(f"{where}: none of its {len(layers)} layers names a node of "
+                        f"{clipped(graph.file_name or Path(graph.path).name)} "
                         f"(first: {clipped(repr(layers[0]['name']))}): is it the profile of another model?")
     figures = [Figure(key, float(summary[key]), unit) for key, unit in SUMMARY_FIGURES
                if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)
@@ -196,7 +197,7 @@ def import_profile(data, graph, where: str, device_name: str | None = None) -> P
         backends[backend] = BackendProfile(status="ok", hardware=f"AI Hub, {device}", unit="us", total=total,
                                            total_min=total, total_max=total, runs=1, notes=notes)
     runs = summary.get("all_inference_times")
-    return Profile(model=Path(graph.path).name, runs=len(runs) if isinstance(runs, list) and runs else 1,
+    return Profile(model=graph.file_name or Path(graph.path).name, runs=len(runs) if isinstance(runs, list) and runs else 1,
                    warmup=0, backends=backends, nodes=with_shares(list(rows.values()), backends),
                    unmatched=unmatched, source="imported", summary=figures,
                    data="AI Hub's own inputs (the profile job's)")

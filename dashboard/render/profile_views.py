@@ -57,9 +57,14 @@ def _bars(labels: list[str], values: list[float], colors: list[str] | str, title
     return fig
 
 
-def top_nodes(profile: "Profile", backend: str, n: int = 15) -> go.Figure:
-    """The ``n`` costliest rows of ``backend``: model nodes, fused groups (their carrier, with how
-    many nodes it holds) and the rows the EP inserted (in their own colour, with the node served)."""
+def top_nodes(profile: "Profile", backend: str | None = None, n: int = 15) -> go.Figure:
+    """The ``n`` costliest rows of ``backend`` (default: the first that ran): model nodes, fused
+    groups (their carrier, with how many nodes it holds) and the rows the EP inserted (in their own
+    colour, with the node served). The one top-nodes chart: the page, the report and the notebook
+    draw this one, so their labels agree."""
+    backend = backend or next((k for k, b in profile.backends.items() if b.ok), None)
+    if backend is None:
+        return _bars([], [], [], f"{profile.model}: no backend ran", "", [])
     rows = [r for r in profile.top(n, backend) if r.median > 0]
     label = profile.label(backend)
     hover = [f"{r.name}\n{r.op_type} · {r.median:,.0f} {label} · {r.share:.1%} of {backend.upper()}"

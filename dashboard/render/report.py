@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 from dashboard.classify.verdicts import Classification, explain_disagreement
 from dashboard.intake.graph import ModelGraph
-from dashboard.intake.overview import human_bytes
+from dashboard.intake.overview import human_bytes, sizes
 from dashboard.partition.plans import SEGMENT_LABELS, Plan
 from dashboard.partition.report import CLASS_LABELS, CLASSES, FAILED, MEASURED, REMOVED, PartitionReport, op_type_table
 from dashboard.render.partition_graph import BACKEND_COLORS, CLASS_COLORS
@@ -103,10 +103,8 @@ def _plotly_js() -> str:
 
 
 def binary_size(count: int | None) -> str:
-    """``1536`` -> ``1.5 KiB``: the report's one size convention (powers of 1024, named so)."""
-    text = human_bytes(count)
-    number, _, unit = text.partition(" ")
-    return text if unit in ("", "B") else f"{number} {unit[0]}iB"
+    """``1536`` -> ``1.5 KiB``: the report's sizes, by the pages' one rule (``human_bytes``)."""
+    return human_bytes(count)
 
 
 def number(value: object) -> str:
@@ -130,7 +128,7 @@ def _table(headers: list[str], rows: list[list[object]], raw: set[int] = frozens
 def _model(data: ReportInput) -> str:
     graph = data.graph
     facts = [["file", data.path], ["nodes", f"{len(graph.nodes):,}"], ["file size", binary_size(graph.file_bytes)],
-             ["weights", binary_size(graph.weight_bytes)], ["producer", graph.producer or "—"],
+             ["weights", binary_size(sizes(graph).weight_bytes)], ["producer", graph.producer or "—"],
              ["opsets", ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in graph.opsets.items())]]
     inputs = [[t.name, t.dtype, t.shape_text()] for t in graph.inputs]
     outputs = [[t.name, t.dtype, t.shape_text()] for t in graph.outputs]
@@ -321,7 +319,7 @@ def _profile_figure(value: float | None, unit: str) -> str:
 
 def _profile(profile, top: int = 15) -> str:
     from dashboard.profile.model import summaries
-    from dashboard.render.profile_figures import top_nodes
+    from dashboard.render.profile_views import top_nodes
 
     source = "imported from Qualcomm AI Hub" if profile.source == "imported" else "measured"
     out = [f"<h3>{esc(profile.model)}: {esc(source)}, {profile.runs} timed run(s)</h3>"]

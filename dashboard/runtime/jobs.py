@@ -217,10 +217,16 @@ class Job:
         request until now, times the requests still to answer. Why this simple rate and not one
         per phase: every strategy of a run pays its own setup (a session, an HTP compile) before
         its requests, so the setup is spread over the answers in the same proportion throughout.
-        None before the first answer, once done, and for a job without a count."""
+        A tracker with a ``time_left`` of its own is asked first (a timeline's ``LiveRun``: the
+        estimate's walk on the costs its first requests measured). None before the first answer,
+        once done, and for a job without a count."""
         count = self.count
         if self.done or count is None or count[0] <= 0:
             return None
+        own = getattr(self.tracker, "time_left", None)  # a tracker that estimates better (a timeline's)
+        left = own() if callable(own) else None
+        if left is not None:
+            return left
         answered, total = count
         return self.elapsed / answered * max(total - answered, 0)
 

@@ -9,7 +9,10 @@ target, and the target's session creation (the HTP compile). They come from a fi
 the same model on the same hardware when there is one (*measured*), otherwise from the model's
 size (*from the model's size*: weights and nodes, with coefficients fitted on the bundled samples
 and on a YOLOv8n on the simulator, good to a factor of about three). ``estimate`` then walks the
-strategies of ``TimelineOptions`` the way the runner serves them. No runtime, no Streamlit.
+strategies of ``TimelineOptions`` the way the runner serves them. While the run goes, the same
+walk is redone on the figures it has measured so far (``calibrated``: its first compile and first
+requests on each backend), for the time left and the count a paced workload will serve
+(``timeline.remote.LiveRun``). No runtime, no Streamlit.
 """
 
 from __future__ import annotations
@@ -54,10 +57,10 @@ class Estimate:
         """What the page and the CLI say before a run: an estimate, and what it rests on."""
         low, high = (self.seconds, self.seconds) if self.costs.measured else \
             (self.seconds / SPREAD, self.seconds * SPREAD)
-        span = "" if self.costs.measured else f" ({_duration(low)} to {_duration(high)})"
-        return (f"Estimated duration: about {_duration(self.seconds)}{span}, {self.requests} requests per "
-                f"strategy; an estimate {self.costs.basis} (HTP request {_duration(self.costs.target_request)}, "
-                f"compile {_duration(self.costs.target_create)}), not a measurement of this run.")
+        span = "" if self.costs.measured else f" ({duration(low)} to {duration(high)})"
+        return (f"Estimated duration: about {duration(self.seconds)}{span}, {self.requests} requests per "
+                f"strategy; an estimate {self.costs.basis} (HTP request {duration(self.costs.target_request)}, "
+                f"compile {duration(self.costs.target_create)}), not a measurement of this run.")
 
 
 def costs_from_size(weight_bytes: int, nodes: int, hardware: str | None) -> Costs:
@@ -86,35 +89,81 @@ def with_measured_compile(costs: Costs, seconds: float | None, hardware: str | N
 def costs_from_run(run: TimelineRun) -> Costs | None:
     """The costs a finished run measured (median service times per backend, the target's session
     creation), or None when it served nothing on the target."""
-    target = run.target.get("backend", "htp")
-    fast = run.fast.get("backend", "cpu")
+    fast_s, target_s, create_s = measured(run.strategies.values(), run.fast.get("backend", "cpu"),
+                                          run.target.get("backend", "htp"))
+    if target_s is None or create_s is None:
+        return None
+    return Costs(fast_s or 0.0, target_s, create_s, f"from the measured run {run.label}".rstrip(), measured=True)
+
+
+def measured(strategies, fast: str, target: str, warmup_runs: int = 0) -> tuple[float | None, float | None,
+                                                                                  float | None]:
+    """What ``strategies`` (finished, or streaming in) measured so far: the median service time on
+    the fast backend and on the target, and the target's median session creation (its compile, in
+    the strategies that compile it); None where nothing was measured yet. With ``warmup_runs``,
+    the target's warm-up stands for its requests until one is answered: they are its first runs."""
     latencies: dict[str, list[float]] = {}
-    create = []
-    for strategy in run.strategies.values():
-        for r in strategy.requests:
+    create, warm = [], []
+    for strategy in strategies:
+        for r in list(strategy.requests):
             if r.ok and r.latency is not None:
                 latencies.setdefault(r.backend, []).append(r.latency)
-        created = strategy.metrics["session_create_s"].get(target)
+        metrics = strategy.metrics
+        created = metrics["session_create_s"].get(target)
         if created is not None and strategy.name in ("target", "migrate"):
             create.append(created)
-    if not latencies.get(target) or not create:
-        return None
-    fast_s = _median(latencies.get(fast, [])) or 0.0
-    return Costs(fast_s, _median(latencies[target]), _median(create), f"from the measured run {run.label}".rstrip(),
-                 measured=True)
+        if warmup_runs and metrics["warmup_s"].get(target) is not None:
+            warm.append(metrics["warmup_s"][target] / warmup_runs)
+    target_s = _median(latencies.get(target, [])) or _median(warm)
+    return _median(latencies.get(fast, [])), target_s, _median(create)
+
+
+def calibrated(prior: Costs, strategies, fast: str, target: str, warmup_runs: int = 0) -> Costs:
+    """``prior`` (the estimate before the run) with each figure this run has measured so far in its
+    place: what the run's time left is estimated from as it goes. Why: a size-based estimate is
+    good to a factor of about three at best (a YOLOv8n on the simulator: 2 min 37 s estimated, 21 s
+    taken); the first compile and the first requests on each backend say what this model costs."""
+    fast_s, target_s, create_s = measured(list(strategies), fast, target, warmup_runs)
+    if fast_s is None and target_s is None and create_s is None:
+        return prior
+    said = [what for what, value in (("HTP compile", create_s), ("HTP requests", target_s),
+                                     ("fast requests", fast_s)) if value is not None]
+    return Costs(prior.fast_request if fast_s is None else fast_s,
+                 prior.target_request if target_s is None else target_s,
+                 prior.target_create if create_s is None else create_s,
+                 f"calibrated on this run ({', '.join(said)} measured)", measured=None not in (target_s, create_s))
+
+
+def paced(options: TimelineOptions) -> bool:
+    """A workload paced until after the migration's swap (its count is decided by the swap)."""
+    return options.after_swap > 0 and "migrate" in options.strategies
+
+
+def paced_count(options: TimelineOptions, ready: float) -> int:
+    """Requests per strategy of a paced workload whose migration swaps ``ready`` seconds in: those
+    arriving until then, and ``after_swap`` more; at most ``options.requests``."""
+    return min(options.requests, int(ready * options.rate) + 1 + options.after_swap)
+
+
+def ready_s(options: TimelineOptions, costs: Costs) -> float:
+    """When the target is compiled and warm: the migration's swap, a cold start's first answer."""
+    return costs.target_create + options.warmup_runs * costs.target_request
+
+
+def strategy_seconds(name: str, options: TimelineOptions, count: int, costs: Costs, ready: float | None = None) -> float:
+    """One strategy's clock as the runner serves ``count`` requests (``ready``: when the target is
+    warm, ``ready_s`` unless known)."""
+    ready = ready_s(options, costs) if ready is None else ready
+    return _strategy_seconds(name, count, options.rate, costs, ready, options.concurrency)
 
 
 def estimate(options: TimelineOptions, costs: Costs) -> Estimate:
     """The run's duration: each strategy's clock as the runner serves it, plus the start."""
-    rate, warm = options.rate, options.warmup_runs
-    ready = costs.target_create + warm * costs.target_request  # the target warmed: the swap
-    count = options.requests
-    paced = options.after_swap > 0 and "migrate" in options.strategies
-    if paced:
-        count = min(options.requests, int(ready * rate) + 1 + options.after_swap)
+    ready = ready_s(options, costs)  # the target warmed: the swap
+    count = paced_count(options, ready) if paced(options) else options.requests
     total = START_S
     for name in options.strategies:
-        total += _strategy_seconds(name, count, rate, costs, ready, options.concurrency)
+        total += strategy_seconds(name, options, count, costs, ready)
     return Estimate(round(total, 1), count, round(ready, 3) if "migrate" in options.strategies else None, costs)
 
 
@@ -140,7 +189,7 @@ def _median(values: list[float]) -> float | None:
     return ordered[len(ordered) // 2] if ordered else None
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:

@@ -45,6 +45,7 @@ _JOB = "compare_job"
 _DEVICE_PICK = "cmp_device"
 SIDES = ("A", "B")
 SELECTED, PATH = "selected", "path"
+NOTHING = "—"  # a fact or figure nobody measured, in every table of the page
 SIDE_KNOBS = ("fp16", "soc", "optimization_level")  # what a side's form sets (the rest: the model's shared settings)
 
 
@@ -56,11 +57,12 @@ class Side:
     path: str
     digest: str
     options: Settings
+    file_name: str = ""  # the name the model's file is known by (an upload's as uploaded): what hints read
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _model(digest: str, path: str) -> tuple[ModelGraph, Classification, Classification]:
-    graph = load_model(path)
+def _model(digest: str, path: str, file_name: str = "") -> tuple[ModelGraph, Classification, Classification]:
+    graph = load_model(path, file_name or None)
     return graph, classify_ep(graph), classify_refined(graph)
 
 
@@ -75,7 +77,7 @@ def render() -> None:
         st.error(md(exc), icon=":material/error:")
         return
     for side in sides:  # each side's model at its shared dimensions: say where those are degenerate
-        shape_hints.show(_model(side.digest, side.path)[0], side.options, who=side.name, digest=side.digest)
+        shape_hints.show(_model(side.digest, side.path, side.file_name)[0], side.options, who=side.name, digest=side.digest)
     keys = [partitions.report_key(s.digest, s.options, device) for s in sides]
     reports = [partitions.stored_report(k) for k in keys]
     if any(r is None for r in reports):
@@ -124,7 +126,7 @@ def _settings_said(sides: list[Side]) -> None:
     model's defaults when no page set them."""
     lines = []
     for side in sides:
-        graph = _model(side.digest, side.path)[0]
+        graph = _model(side.digest, side.path, side.file_name)[0]
         dims = resolve_dims(graph, side.options.dims)
         said = ", ".join(f"{k}={v}" for k, v in dims.items()) or "no symbolic dimensions"
         said += "".join(f"; {k}={','.join(map(str, v))}" for k, v in (side.options.shapes or {}).items())
@@ -138,8 +140,9 @@ def _settings_said(sides: list[Side]) -> None:
 
 def _side(selected, side: str, source: str, path: str, form: SettingsForm) -> Side:
     if source == SELECTED:
-        name, model_path, digest = selected.name, selected.path, selected.digest
-    elif source == PATH:
+        return Side(f"{side}: {selected.name}", selected.path, selected.digest, form.settings(model=selected.digest),
+                    state.file_name(selected))
+    if source == PATH:
         if not path.strip():
             raise UserError(f"{side}: enter the path of an .onnx file on the server")
         load_model(path.strip())  # a bad path is one line, before anything runs
@@ -192,7 +195,7 @@ def _options_text(options: Settings) -> str:
 def _verdicts(sides: list[Side]) -> None:
     st.subheader("Verdicts", anchor=False)
     for side, column in zip(sides, st.columns(2, gap="large")):
-        _, ep, refined = _model(side.digest, side.path)
+        _, ep, refined = _model(side.digest, side.path, side.file_name)
         column.markdown(f"**{md(side.name, 80)}**")
         column.markdown(f"EP rules: **{ep.verdict}** → {ep.backend.upper()} · refined: **{refined.verdict}** → "
                         f"{refined.backend.upper()}" + (f" ({refined.confidence})" if refined.confidence else ""))
@@ -256,7 +259,7 @@ def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
     rows = [side_facts(side.options, report, runs_of(timeline.session_runs(side.path)(), side.options))
             for side, report in zip(sides, reports)]
     frame = pd.DataFrame(rows, index=[short(s.name, 60) for s in sides]).T
-    st.dataframe(frame.astype(str), width="stretch")
+    st.dataframe(frame.fillna(NOTHING).astype(str), width="stretch")  # a fact one side lacks: —, never nan
     st.caption("HTP session creation is QNN's compile for that SoC, measured by this analysis (on the HTP "
                "simulator on x86_64: the simulator's compile, not a device's). The compiled context's size is "
                "measured by a timeline run with the cached EPContext strategy and these options.")
@@ -265,7 +268,7 @@ def _what_differs(sides: list[Side], reports: list[PartitionReport]) -> None:
 def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRun] = ()) -> dict[str, str]:
     """One column of "what tells the sides apart" (``socs.resolve_soc`` for the part's figures);
     ``runs``: the side's timeline runs, whose cached strategy measured the compiled context."""
-    facts = {"SoC": "not set (the EP's default)", "HTP architecture": "—", "soc_model": "—"}
+    facts = {"SoC": "not set (the EP's default)", "HTP architecture": NOTHING, "soc_model": NOTHING}
     if options.soc:
         soc = resolve_soc(options.soc)
         facts = {"SoC": soc.name, "HTP architecture": f"v{soc.htp_arch}",
@@ -282,8 +285,8 @@ def side_facts(options: Settings, report: PartitionReport, runs: list[TimelineRu
         facts["HTP"] = f"{htp.status} on the {where}"
         counts = claims(report, "htp")
         facts["HTP claims"] = f"{counts.claimed} of {counts.executed} executed nodes"
-        facts["QNN subgraphs"] = str(htp.qnn_subgraphs)
-        facts["HTP session creation (compile)"] = "—" if htp.seconds is None else f"{htp.seconds:.2f} s"
+        facts["QNN subgraphs"] = NOTHING if htp.qnn_subgraphs is None else str(htp.qnn_subgraphs)
+        facts["HTP session creation (compile)"] = NOTHING if htp.seconds is None else f"{htp.seconds:.2f} s"
     sizes = [r.target["context_bytes"] for r in runs if r.target.get("context_bytes") is not None]
     facts["EPContext size"] = binary_size(sizes[-1]) if sizes else "not measured (run the cached strategy)"
     return facts
@@ -315,6 +318,12 @@ def _off_npu(sides: list[Side], reports: list[PartitionReport]) -> None:
                          hide_index=True, width="stretch")
 
 
+def _cell(value) -> str:
+    """A figure as the tables show it: ``—`` where nothing was measured (a table showed ``None``
+    beside the facts' ``—``)."""
+    return NOTHING if value is None else str(value)
+
+
 def runs_of(runs: list[TimelineRun], options: Settings) -> list[TimelineRun]:
     """The runs made with the options that decide what QNN claims (``SIDE_KNOBS``) of a side: in
     setting-set mode each side shows its own run, not the model's last."""
@@ -337,9 +346,9 @@ def _timelines(sides: list[Side]) -> None:
             picked = st.selectbox("Run", labels, index=len(labels) - 1, key=f"cmp_run_{side.name[0]}")
             run = runs[labels.index(picked)]
             chosen.append(dataclasses.replace(run, label=f"{side.name[0]}: {run.label}"))
-            st.dataframe(pd.DataFrame([{"strategy": r["title"], "first response (s)": r["first_response_s"],
-                                        "p50 after swap (s)": r["p50_after_s"], "p99 (s)": r["p99_s"],
-                                        "req/s": r["throughput_rps"], "failed": r["failed"]}
+            st.dataframe(pd.DataFrame([{"strategy": r["title"], "first response (s)": _cell(r["first_response_s"]),
+                                        "p50 after swap (s)": _cell(r["p50_after_s"]), "p99 (s)": _cell(r["p99_s"]),
+                                        "req/s": _cell(r["throughput_rps"]), "failed": r["failed"]}
                                        for r in strategy_table(run)]), hide_index=True, width="stretch")
             if run.runtime.get("hardware") == "simulator":
                 st.caption("HTP figures from the x86_64 HTP simulator: not NPU latency.")

@@ -11,9 +11,10 @@ does or when it moves on to another model. The upload is streamed to disk in chu
 whole (``getbuffer``/``getvalue``) would make a second in-memory copy next to Streamlit's.
 
 The picker survives page changes: Streamlit forgets a page's widget values when another page runs,
-so the source, sample and path are kept in a plain session key as well (``_KEPT``) and given back
+so the source and path are kept in a plain session key as well (``_KEPT``) and given back
 to the widgets on every page, and the source starts on the selected model's own (Path for a model
-opened by path). The file uploader cannot be given a file back, so the uploaded model shown is a
+opened by path). The sample picker always shows the loaded model's sample, or none: what the
+sidebar shows is what is loaded. The file uploader cannot be given a file back, so the uploaded model shown is a
 chip of its own under it. A session's first run opens what its link asks for (``views.links``).
 """
 
@@ -110,14 +111,18 @@ def keep_state() -> None:
     and Streamlit forgets the values of a page's widgets when another page runs: they are given
     back from ``_KEPT`` (a plain key, which Streamlit keeps) and re-assigned, Streamlit's
     documented way to keep them (the file uploader's value cannot be assigned: the uploaded model
-    has its own chip). Without either, the source is the selected model's."""
+    has its own chip). Without either, the source is the selected model's. The sample picker is
+    not kept but shows the loaded model: its sample, or none when the model was opened otherwise
+    (a sample kept from before would show one model while another is loaded, and picking it
+    again would change nothing, so open nothing)."""
     kept: dict = st.session_state.setdefault(_KEPT, {})
-    for key in (_MODE, _SAMPLE, _PATH):
+    for key in (_MODE, _PATH):
         if key in st.session_state:
             st.session_state[key] = st.session_state[key]
         elif key in kept:
             st.session_state[key] = kept[key]
     selected = state.current_model()
+    st.session_state[_SAMPLE] = _loaded_sample(selected)
     if _MODE not in st.session_state and selected is not None:
         st.session_state[_MODE] = MODE_OF_SOURCE[selected.source]
     if _PATH not in st.session_state and selected is not None and selected.source == "path":
@@ -125,7 +130,7 @@ def keep_state() -> None:
 
 
 def _keep() -> None:
-    st.session_state[_KEPT] = {key: st.session_state[key] for key in (_MODE, _SAMPLE, _PATH)
+    st.session_state[_KEPT] = {key: st.session_state[key] for key in (_MODE, _PATH)
                                if key in st.session_state}
 
 
@@ -251,12 +256,14 @@ def _current_model() -> None:
                f"{human_bytes(graph.file_bytes)} · digest `{selected.digest[:10]}`")
 
 
+def _loaded_sample(selected: state.SelectedModel | None) -> str | None:
+    """The file name of the bundled sample that is loaded, or None when the loaded model is not one."""
+    current = _sample_for(Path(selected.path)) if selected and selected.source == "sample" else None
+    return current.file_name if current else None
+
+
 def _sample_picker() -> None:
     titles = {s.file_name: s.title for s in SAMPLES}
-    if _SAMPLE not in st.session_state:
-        selected = state.current_model()
-        current = _sample_for(Path(selected.path)) if selected and selected.source == "sample" else None
-        st.session_state[_SAMPLE] = current.file_name if current else None
     choice = st.selectbox("Bundled sample", list(titles), key=_SAMPLE, format_func=titles.__getitem__,
                           on_change=_on_sample, placeholder="Choose a sample…")
     if choice is not None:

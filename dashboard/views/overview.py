@@ -115,6 +115,7 @@ def _opsets_and_sizes(graph: ModelGraph, sizes: overview_data.Sizes) -> None:
         ("weights, total", human_bytes(sizes.weight_bytes)),
         ("weights inside the file", human_bytes(sizes.embedded_bytes)),
         ("weights in external-data files", human_bytes(sizes.external_bytes)),
+        *([("weights held in Constant nodes", human_bytes(sizes.constant_bytes))] if sizes.constant_bytes else []),
         *([("top-level weights", human_bytes(sizes.top_level_bytes)),
            ("weights inside control-flow bodies", human_bytes(sizes.body_bytes))] if sizes.body_bytes else []),
         ("external-data files", ", ".join(short(f, 40) for f in sizes.external_files) or "none"),

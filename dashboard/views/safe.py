@@ -71,6 +71,12 @@ def download_name(model_path: str, kind: str, ext: str, when: datetime | None = 
     model is named by its own file name (``state.known_as``), not by its copy's on the server."""
     from dashboard.views.state import known_as
 
-    stem = _UNSAFE.sub("_", Path(known_as(model_path)).stem).strip("._-")[:60]
+    return stamped_name(Path(known_as(model_path)).stem, kind, ext, when)
+
+
+def stamped_name(stem: str, kind: str, ext: str, when: datetime | None = None) -> str:
+    """``<stem>-<kind>-<UTC time>.<ext>``, ``stem`` made safe as ``download_name`` says: every
+    download's name, whatever it holds (a model's results, a sweep's folder)."""
+    safe = _UNSAFE.sub("_", stem).strip("._-")[:60]
     stamp = (when or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stem or 'model'}-{kind}-{stamp}.{ext}"
+    return f"{safe or 'model'}-{kind}-{stamp}.{ext}"

@@ -290,9 +290,10 @@ def _dims(form: SettingsForm, knob: Knob, default) -> dict[str, int]:
         cols = st.columns(2)
         for i, (name, dim) in enumerate(proposed.items()):
             form.filled(knob, name, form_fill(form, "dims").get(name))
+            key = form.key(knob, name)
             dims[name] = int(cols[i % 2].number_input(
-                short(name, 40), min_value=1, value=int(default.get(name, dim.value)), step=1,
-                key=form.key(knob, name), help=dim.why + (" — a guess" if dim.guessed else "")))
+                short(name, 40), min_value=1, value=_initial(key, int(default.get(name, dim.value)), "min"), step=1,
+                key=key, help=dim.why + (" — a guess" if dim.guessed else "")))
     return dims
 
 
@@ -322,9 +323,18 @@ def _shapes(form: SettingsForm, knob: Knob, default) -> dict[str, str]:
             prefill = ", ".join(map(str, default[name]))
         preset = form_fill(form, "shapes").get(name)
         form.filled(knob, name, ", ".join(map(str, preset)) if preset else None)
-        out[name] = st.text_input(short(name, 40), value=prefill, key=form.key(knob, name), placeholder="e.g. 1, 576",
+        key = form.key(knob, name)
+        out[name] = st.text_input(short(name, 40), value=_initial(key, prefill, ""), key=key, placeholder="e.g. 1, 576",
                                   help=f"Declared {specs[name].shape_text()}. {knob.help}.")
     return out
+
+
+def _initial(key: str, value, unset):
+    """A field's starting ``value``, or ``unset`` (the widget's own "no default") once its key
+    holds a value: the field's own, or a preset's just filled in (``SettingsForm.filled``).
+    Streamlit warns about a widget given both a default and a value set through the session
+    state, which every preset button did."""
+    return unset if key in st.session_state else value
 
 
 def form_fill(form: SettingsForm, key: str) -> dict:

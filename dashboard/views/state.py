@@ -53,15 +53,29 @@ _GRAPHS: SizedCache[ModelGraph] = SizedCache(lambda: MODEL_CACHE_MB.limit() << 2
 UNTRUSTED_SOURCES = ("path", "upload")  # from the browser: read in a memory-limited child first
 
 
-def _graph(digest: str, path: str) -> ModelGraph:
+def _graph(digest: str, path: str, file_name: str | None = None) -> ModelGraph:
     """The parsed model, shared by every session; bounded in bytes (``QNN_LAB_MODEL_CACHE_MB``),
-    not entries, so a closed session's large model does not stay alive beyond that bound."""
-    return _GRAPHS.get((digest, path), lambda: load_model(path))
+    not entries, so a closed session's large model does not stay alive beyond that bound. Keyed on
+    the name it is known by as well (``file_name``, an upload's): the same content uploaded as
+    ``whisper-decoder.onnx`` and as ``x.onnx`` says different things about itself."""
+    name = file_name or Path(path).name
+    return _GRAPHS.get((digest, path, name), lambda: load_model(path, name))
+
+
+def file_name(selected: SelectedModel) -> str:
+    """The file name the user knows ``selected`` by: an upload's name as uploaded (its copy on the
+    server is ``<digest>/model.onnx``), else its file's name (a sample's title is not one)."""
+    return selected.name if selected.source == "upload" else Path(selected.path).name
+
+
+def graph_of(selected: SelectedModel) -> ModelGraph:
+    """``selected``'s graph (cached), named as the user knows it (``file_name``)."""
+    return _graph(selected.digest, selected.path, file_name(selected))
 
 
 @st.cache_resource(max_entries=CACHE_ENTRIES, show_spinner="Classifying…")
-def _classifications(digest: str, path: str) -> tuple[Classification, Classification]:
-    graph = _graph(digest, path)
+def _classifications(digest: str, path: str, name: str) -> tuple[Classification, Classification]:
+    graph = _graph(digest, path, name)  # the graph the page holds: one parse per upload, not two
     return classify_ep(graph), classify_refined(graph)
 
 
@@ -94,7 +108,7 @@ def loaded_graph() -> ModelGraph:
     """The selected model's graph (cached per digest); stops the page when none is selected."""
     selected = require_model()
     try:
-        return _graph(selected.digest, selected.path)
+        return graph_of(selected)
     except UserError as exc:  # evicted from the cache and the file changed or vanished since
         st.error(f"The selected model can no longer be read: {md(exc)}", icon=":material/error:")
         st.stop()
@@ -104,7 +118,7 @@ def graph_or_none(selected: SelectedModel) -> ModelGraph | None:
     """``selected``'s graph from the cache (read again if evicted), or None when it cannot be read:
     for what only mirrors the state (the address bar), which must neither draw nor stop the page."""
     try:
-        return _graph(selected.digest, selected.path)
+        return graph_of(selected)
     except UserError:
         return None
 
@@ -113,7 +127,7 @@ def classifications() -> tuple[Classification, Classification]:
     """(EP rules, refined) classification of the selected model, cached per digest."""
     loaded_graph()  # a readable model, or the page stops with the reason
     selected = require_model()
-    return _classifications(selected.digest, selected.path)
+    return _classifications(selected.digest, selected.path, file_name(selected))
 
 
 def select(path: str | Path, name: str, source: str, digest: str | None = None,
@@ -137,9 +151,10 @@ def select(path: str | Path, name: str, source: str, digest: str | None = None,
         digest = digest or file_digest(absolute, progress)
     except OSError as exc:
         raise UserError(f"{absolute}: cannot read it ({exc.strerror or exc})") from None
-    if from_browser and source in UNTRUSTED_SOURCES and (digest, str(absolute)) not in _GRAPHS:
-        check_in_child(absolute)  # a model that would take the server's memory fails there, in one line
-    _graph(digest, str(absolute))
     selected = SelectedModel(str(absolute), name, digest, source)
+    if from_browser and source in UNTRUSTED_SOURCES and \
+            (digest, str(absolute), file_name(selected)) not in _GRAPHS:
+        check_in_child(absolute)  # a model that would take the server's memory fails there, in one line
+    graph_of(selected)
     st.session_state[_SELECTED] = selected
     return selected

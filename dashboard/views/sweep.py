@@ -35,12 +35,13 @@ from dashboard.errors import UserError
 from dashboard.runtime import qnn_options
 from dashboard.runtime.socs import hardware_label
 from dashboard.views import jobs, state
-from dashboard.views.safe import md
+from dashboard.views.safe import md, stamped_name
 
 SLOT = "sweep_job"
 SEARCH_DEPTH = 3  # folders below a root searched for specs and results folders
 MAX_FOUND = 200
 RESULTS_SUFFIX = ".results"
+CLI_TAG = " (command line)"  # after the name of a folder or spec the command line gave
 GOOD, PARTIAL, POOR = 0.999, 0.8, 0.0  # coverage shades: all on the HTP, most, less
 ORDER = {"partition": 0, "classify": 1, "profile": 2, "accuracy": 3, "quantize": 4}  # a matrix cell's text: coverage first, as coloured
 
@@ -84,9 +85,9 @@ def offered(argv: list[str] | None = None) -> Offered:
     specs: dict[str, Path] = {}
     for path in sweep_arguments(argv):
         if path.is_dir():
-            folders[f"{path} (command line)"] = path
+            folders[f"{path}{CLI_TAG}"] = path
         elif path.suffix == ".toml" and path.is_file():
-            specs[f"{path} (command line)"] = path
+            specs[f"{path}{CLI_TAG}"] = path
     for root in access.operator().sweep_roots:
         base = Path(root).expanduser().resolve()
         for entry in _walk(base):
@@ -96,10 +97,11 @@ def offered(argv: list[str] | None = None) -> Offered:
                 folders.setdefault(f"{root} › {entry.relative_to(base)}", entry)
             elif entry.suffix == ".toml" and entry.is_file():
                 specs.setdefault(f"{root} › {entry.relative_to(base)}", entry)
-    for name, spec in list(specs.items()):  # a spec's own results folder, once it ran
+    for name, spec in list(specs.items()):  # a spec's own results folder, once it ran, by its name on disk
         out = results_folder(spec)
         if _is_results(out) and out not in folders.values():
-            folders[name.removesuffix(" (command line)") + RESULTS_SUFFIX] = out
+            tag = CLI_TAG if name.endswith(CLI_TAG) else ""
+            folders[name.removesuffix(tag).removesuffix(spec.name) + out.name + tag] = out
     return Offered(folders, specs)
 
 
@@ -182,13 +184,28 @@ def _results(found: Offered) -> None:
     if not failed.empty:
         with st.expander(f"Failed cells ({len(failed)})", icon=":material/error:"):
             st.dataframe(failed[["model", "soc", "option_set", "analysis", "reason"]], hide_index=True)
-    stem = Path(folder).name
+    _downloads(frame, folder)
+
+
+def _downloads(frame: pd.DataFrame, folder: Path) -> None:
+    """The filtered cells as CSV and Parquet, named after the results folder and the time its
+    results were last written (one name across reruns, as every download's: ``safe.stamped_name``).
+    The files are made when clicked, not on every rerun; a click must not rerun the page
+    (``on_click="ignore"``, as the report's and the timeline's buttons): a rerun drops the file the
+    click is fetching, and about 4 clicks in 10 gave no file ("Deferred file … not found")."""
+    from datetime import datetime, timezone
+
+    from dashboard.sweep.store import Store
+
+    mtime_ns = Store(folder).identity()[1]
+    written = datetime.fromtimestamp(mtime_ns / 1e9, timezone.utc) if mtime_ns else None  # None: now
     left, right = st.columns(2)
-    # The files are made when clicked, not on every rerun of the page.
-    left.download_button("Download CSV", lambda: frame.to_csv(index=False).encode(), f"{stem}-sweep.csv",
-                         "text/csv", icon=":material/download:", key="sw_csv")
-    right.download_button("Download Parquet", lambda: _parquet(frame), f"{stem}-sweep.parquet",
-                          "application/vnd.apache.parquet", icon=":material/download:", key="sw_parquet")
+    left.download_button("Download CSV", lambda: frame.to_csv(index=False).encode(),
+                         stamped_name(folder.name, "sweep", "csv", written), "text/csv",
+                         icon=":material/download:", key="sw_csv", on_click="ignore")
+    right.download_button("Download Parquet", lambda: _parquet(frame),
+                          stamped_name(folder.name, "sweep", "parquet", written), "application/vnd.apache.parquet",
+                          icon=":material/download:", key="sw_parquet", on_click="ignore")
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:

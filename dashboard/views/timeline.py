@@ -76,7 +76,7 @@ def render() -> None:
     guess = _estimate(graph, selected.digest, options, hardware) if options is not None else None
     if st.button("Run timeline", type="primary", icon=":material/play_arrow:", disabled=options is None,
                  key="tl_run"):
-        _start(device, selected, options, per_strategy=guess.requests)
+        _start(device, selected, options, guess)
     if options is not None:
         _snippet(selected.path, options)
     _progress(selected)
@@ -185,9 +185,10 @@ def run_key(digest: str, options: TimelineOptions, device) -> str:
     return f"{digest}|{json.dumps(options.to_json(), sort_keys=True)}|{device.url}"
 
 
-def _start(device, selected, options: TimelineOptions, per_strategy: int | None = None) -> Job:
+def _start(device, selected, options: TimelineOptions, guess: Estimate | None = None) -> Job:
     """The run as the page's job (one at a time: a run still going is cancelled first). Its result
-    is the session's entry for the run, labelled when it is collected."""
+    is the session's entry for the run, labelled when it is collected. ``guess``, the estimate
+    before the run, is where its progress starts: its count and costs, calibrated as it goes."""
 
     def work(on_event, cancel) -> dict:
         run = run_on_device(device, selected.path, options, on_event=on_event, timeout=options.timeout, cancel=cancel,
@@ -197,7 +198,8 @@ def _start(device, selected, options: TimelineOptions, per_strategy: int | None 
 
     return jobs.start(_JOB, run_key(selected.digest, options, device),
                       f"Timeline of {short(selected.name, 40)} on {device.label}", work,
-                      tracker=LiveRun(options, per_strategy=per_strategy))
+                      tracker=LiveRun(options, per_strategy=guess.requests if guess else None,
+                                      costs=guess.costs if guess else None))
 
 
 def collect() -> None:
@@ -240,6 +242,8 @@ def _progress(selected) -> None:
 def _live(job: Job) -> None:
     """The strategy being served, as it streams in: its Gantt and per-request latency."""
     live: LiveRun = job.tracker
+    if live.answered and live.costs_text():
+        st.caption(md(live.costs_text()))
     streaming = live.strategies.get(live.current) if live.current else None
     if streaming is None:
         return
