@@ -7,6 +7,7 @@ external IP up over the internet)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import http.client
 import json
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -430,19 +433,28 @@ class _Recorder:
         return [tuple(json.loads(line)) for line in self.process.stdout.read().splitlines() if line]
 
 
-@pytest.fixture
-def other_user():
-    """A second OS user when this test may make one (root, useradd), else None."""
+@contextlib.contextmanager
+def second_os_user() -> Iterator[str | None]:
+    """A second OS user made for the block and removed after it, or None where this test may not
+    make one (root, useradd and runuser needed). Its name is new each time: two test runs at once
+    on one machine must not remove each other's user."""
     if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
         yield None
         return
-    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True, timeout=60)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True,
+    name = f"qbl-x{uuid.uuid4().hex[:10]}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True,
                    timeout=60)
     try:
-        yield INTRUDER
+        yield name
     finally:
-        subprocess.run(["userdel", INTRUDER], capture_output=True, timeout=60)
+        subprocess.run(["userdel", name], capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def other_user():
+    """A second OS user when this test may make one, else None (a second process stands in)."""
+    with second_os_user() as name:
+        yield name
 
 
 def test_a_signed_in_browser_sends_the_session_cookie_to_no_other_server(gated, other_user):
@@ -599,7 +611,6 @@ def test_no_page_makes_the_browser_request_anything_outside(tmp_path):
 
 
 # -- another user of this machine ---------------------------------------------------------------------
-INTRUDER = "qnnlab-intruder"
 INTRUDER_SCRIPT = r"""
 import http.client, json, os, socket, sys
 port, pid = int(sys.argv[1]), int(sys.argv[2])
@@ -626,15 +637,10 @@ print(json.dumps(found))
 @pytest.fixture
 def intruder():
     """A second OS user, made for the test and removed after it."""
-    if os.name == "nt" or os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
-        pytest.skip("creating a second OS user needs root, useradd and runuser")
-    subprocess.run(["userdel", "-r", INTRUDER], capture_output=True, timeout=60)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", INTRUDER], check=True, capture_output=True,
-                   timeout=60)
-    try:
-        yield INTRUDER
-    finally:
-        subprocess.run(["userdel", INTRUDER], capture_output=True, timeout=60)
+    with second_os_user() as name:
+        if name is None:
+            pytest.skip("creating a second OS user needs root, useradd and runuser")
+        yield name
 
 
 def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):
@@ -654,7 +660,7 @@ def test_another_os_user_gets_no_page_and_runs_nothing(tmp_path, intruder):
             time.sleep(0.3)
         token = log.read_text(errors="replace").split("token=", 1)[1].split()[0]
         python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-        run = subprocess.run(["runuser", "-u", INTRUDER, "--", python, "-c", INTRUDER_SCRIPT, str(port),
+        run = subprocess.run(["runuser", "-u", intruder, "--", python, "-c", INTRUDER_SCRIPT, str(port),
                               str(server.pid)], capture_output=True, text=True, timeout=120, cwd="/")
         assert run.returncode == 0, run.stderr
         found = json.loads(run.stdout)
