@@ -40,6 +40,17 @@ def wait_for(condition, seconds: float, step: float = 0.1):
     return condition()
 
 
+def leftovers(folder: Path, pattern: str) -> list[str]:
+    """What matches ``pattern`` in ``folder``, each with whether the pid in its name still runs
+    and what is inside it: what a failure must say to be diagnosed."""
+    out = []
+    for path in sorted(folder.glob(pattern)):
+        pid = next((int(part) for part in path.name.split("-") if part.isdigit()), None)
+        inside = sorted(str(p.relative_to(path)) for p in path.rglob("*"))[:20] if path.is_dir() else "a file"
+        out.append(f"{path.name} (pid {pid} {'alive' if pid and alive(pid) else 'gone'}; {inside})")
+    return out
+
+
 def marked_env(tmp_path: Path) -> tuple[str, dict[str, str]]:
     mark = uuid.uuid4().hex
     scratch = tmp_path / "tmp"
@@ -78,7 +89,7 @@ def test_no_orphan_left_after_a_signal_to_the_cli_during_a_timeline(tmp_path, ho
     assert wait_for(lambda: not any(alive(pid) for pid in workers), DEADLINE), "the worker outlived the CLI"
     # (the runtime's own libraries keep a file of theirs there; the project's folders are qnn-lab-*)
     assert wait_for(lambda: not list((tmp_path / "tmp").glob("qnn-lab-*")), DEADLINE), \
-        f"a scratch folder outlived its job: {sorted(p.name for p in (tmp_path / 'tmp').glob('qnn-lab-*'))}"
+        f"a scratch folder outlived its job: {leftovers(tmp_path / 'tmp', 'qnn-lab-*')}"
 
 
 @contextlib.contextmanager
@@ -117,7 +128,8 @@ def test_closing_the_browser_stops_the_session_s_worker_mid_compile(tmp_path):
         stopped_after = time.monotonic() - closed
         with urllib.request.urlopen(f"{app.url}_stcore/health", timeout=10) as response:
             assert response.read().strip() == b"ok"
-    assert wait_for(lambda: not list((tmp_path / "tmp").glob("qbl-partition-*")), DEADLINE)
+    assert wait_for(lambda: not list((tmp_path / "tmp").glob("qbl-partition-*")), DEADLINE), \
+        f"a scratch folder outlived its worker: {leftovers(tmp_path / 'tmp', 'qbl-partition-*')}"
     finished = [p for p in (tmp_path / "cache" / "partitions").glob("*.json")
                 if p.name not in ("digests.json", "gpu_probe.json")]  # a report is cached once it is done
     assert not finished, "the compile ended before the worker was stopped"

@@ -282,6 +282,28 @@ def test_a_worker_killed_before_it_could_clean_up_leaves_no_scratch(tmp_path, mo
     assert other.is_dir()
 
 
+def test_a_worker_that_crashes_mid_request_leaves_no_scratch(tmp_path, monkeypatch):
+    """A native crash (here SIGSEGV, sent by the handler to itself) ends the worker without its
+    watchdog's cleanup; the client that finds it dead removes its folders, as after a kill, before
+    the call reports the crash (the next run's sweep would otherwise be the first to)."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    argv = patched_worker("import os, signal\nfrom dashboard.runtime import scratch\n"
+                          "def handler(args, emit):\n"
+                          "    path = scratch.make('qbl-partition-')\n"
+                          "    emit(m.Probing(str(path)))\n"
+                          "    os.kill(os.getpid(), signal.SIGSEGV)\n", "probe")
+    other = tmp_path / "qbl-partition-1-abc"  # another worker's folder stays: it is not this worker's
+    other.mkdir()
+    seen: list[Path] = []
+    with WorkerClient(argv) as worker:
+        with pytest.raises(WorkerCrashed, match="SIGSEGV"):
+            worker.call("probe", ProbeArgs(["htp"]), timeout=DEADLINE, on_event=lambda e: seen.append(Path(e.backend)))
+        assert seen and seen[0].name.startswith(f"qbl-partition-{worker.hello.pid}-")
+        assert not seen[0].exists(), "the crashed worker's scratch folder outlived it"
+    assert other.is_dir()
+
+
 def test_a_client_nobody_closes_stops_its_worker_when_collected():
     worker = WorkerClient().start()
     pid = worker.pid

@@ -421,6 +421,9 @@ class WorkerClient:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 _stop(proc, 0, not self.remote)
+            else:
+                if not self.remote:  # it ended by itself (a native crash): it removed nothing, as if killed
+                    scratch.remove_of(proc.pid)
         if self._stderr_thread is not None:
             self._stderr_thread.join(timeout=2)  # its last words (ssh's reason, a traceback) are read first
         tail = next((line for line in reversed(self._stderr) if line.strip()), "")

@@ -5,7 +5,7 @@ Why a registry: a worker whose client died exits at once, even in the middle of 
 ``finally`` block of the running request runs). Every scratch folder a request creates is
 registered here, and the watchdog removes them all before it exits: no folder outlives its job.
 A worker killed outright (SIGKILL, a native crash) removes nothing, so every folder carries its
-worker's pid in its name: the client that killed it removes them at once (``remove_of``), and
+worker's pid in its name: the client that killed it, or found it dead, removes them at once (``remove_of``), and
 ``sweep`` removes those of workers that are gone.
 """
 
