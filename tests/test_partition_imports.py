@@ -1,5 +1,6 @@
 """A first ``partition`` run imports neither onnx nor ml_dtypes, in the CLI process or in its
-worker: ``import onnx`` costs about a second of CPU (ml_dtypes' extension), which each process
+worker, and the CLI process no numpy either (its worker, which starts first, needs it; the CLI only
+reads and reports): ``import onnx`` costs about a second of CPU (ml_dtypes' extension), which each process
 would pay while the bare session script the bench compares with pays nothing. Checked on real
 processes running the real command: the CLI's ``main`` with its real worker, whose only stand-in
 is the QNN session itself (``measure.session_report``: no simulator compile in this tier; every
@@ -24,6 +25,7 @@ from tests.fake_workers import patched_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ["onnx", "ml_dtypes"]
+CLI_HEAVY = HEAVY + ["numpy"]  # the CLI reads and reports; only its worker, which runs sessions, needs numpy
 
 # The worker's ``partition`` handler: the real one, with the QNN session left out; it writes which
 # of HEAVY its process imported to $IMPORTS_OUT.
@@ -55,7 +57,7 @@ def partition_imports(model: Path, tmp_path: Path, *extra: str) -> tuple[dict, l
     env = {**os.environ, "QNN_LAB_CACHE": str(tmp_path / "cache"), "QNN_LAB_MODEL_STORE": str(tmp_path / "models"),
            "IMPORTS_OUT": str(out)}
     argv = ["partition", str(model), "--backends", "htp", "--json", *extra]
-    script = CLI.format(worker=patched_worker(HANDLER), argv=argv, heavy=HEAVY)
+    script = CLI.format(worker=patched_worker(HANDLER), argv=argv, heavy=CLI_HEAVY)
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

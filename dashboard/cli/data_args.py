@@ -40,6 +40,23 @@ def count(text: str) -> int:
     return value
 
 
+class _PresetNames:
+    """The preprocessing presets' names, read when argparse first needs them (to check a
+    ``--preset``, or for the help): their module imports numpy, which a command given no data (a
+    first ``partition``, whose worker is starting meanwhile) would otherwise import for nothing."""
+
+    def _names(self) -> list[str]:
+        from dashboard.accuracy.preprocess import PRESETS
+
+        return sorted(PRESETS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
 class DataArgs:
     """``--data`` and the preprocessing flags; ``parse`` gives (path or None, Preprocess or None, limit)."""
 
@@ -47,15 +64,13 @@ class DataArgs:
         self.required = required
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        from dashboard.accuracy.preprocess import PRESETS
-
         group = parser.add_argument_group("data", "the samples, and how images become input tensors (never guessed: "
                                                   "what is not given comes from the model or the preset, and is said)")
         group.add_argument("--data", metavar="PATH", required=self.required,
                            help="a folder of images (PNG/JPEG), a .npy/.npz (named arrays, one sample per leading "
                                 "index) or a folder of them, or WAV" + ("" if self.required else
                                                                        "; without it: random inputs, said on every figure"))
-        group.add_argument("--preset", choices=sorted(PRESETS), help="image preprocessing preset")
+        group.add_argument("--preset", choices=_PresetNames(), help="image preprocessing preset")
         group.add_argument("--resize", type=size, metavar="HxW", help="resize images to HEIGHTxWIDTH")
         group.add_argument("--layout", choices=("NCHW", "NHWC"), help="the input's layout")
         group.add_argument("--scale", type=float, help="multiply raw 0-255 pixels by this before mean/std")
@@ -67,7 +82,6 @@ class DataArgs:
     def parse(self, args: argparse.Namespace, model_path: str):
         """(data path or None, Preprocess or None, limit). The preprocessing is prefilled from the
         model and the preset, then the flags given override it (``preprocess.preprocess_given``)."""
-        from dashboard.accuracy.preprocess import preprocess_given
         from dashboard.errors import UserError
 
         given = {k: getattr(args, k) for k in ("resize", "layout", "scale", "mean", "std", "channels")
@@ -76,4 +90,6 @@ class DataArgs:
             if given or args.preset:
                 raise UserError("the preprocessing flags describe --data: give --data PATH (or leave them out)")
             return None, None, args.limit
+        from dashboard.accuracy.preprocess import preprocess_given  # (numpy: only with data)
+
         return args.data, preprocess_given(model_path, args.preset, given), args.limit
