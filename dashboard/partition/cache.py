@@ -203,7 +203,7 @@ def write_json(path: Path, data) -> bool:
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
+            handle.write(json.dumps(data))  # the C encoder: json.dump streams through the Python one
         os.replace(tmp, path)
         return True
     except OSError as exc:
