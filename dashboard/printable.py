@@ -37,10 +37,13 @@ class TerminalText(io.TextIOBase):
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self._stream = stream
+        self.line_open = False  # the last text written did not end its line (a Ctrl-C mid-print)
 
     def write(self, text: str) -> int:
         # Checked in C first: escaping character by character tripled the time of a large --json.
         clean = text.isprintable() or text.translate(self._WITHOUT_KEPT).isprintable()
+        if text:
+            self.line_open = not text.endswith("\n")
         self._stream.write(text if clean else _escaped(text, self._KEEP))
         return len(text)
 

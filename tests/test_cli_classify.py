@@ -4,6 +4,7 @@ command line must never pay for."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -186,3 +187,32 @@ def test_bench_prints_the_ratios_measured_in_the_same_run():
 def test_bench_rejects_nonsense_sizes():
     done = cli("bench", "--nodes", "3")
     assert done.returncode == 2 and done.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("raised, line, code", [
+    (KeyboardInterrupt(), "error: interrupted", 130),
+    ("terminated", "error: terminated by SIGTERM", 143),
+    ("user", "error: bad input", 2),
+])
+def test_an_error_line_starts_on_a_line_of_its_own(raised, line, code, monkeypatch, capsys):
+    """Ctrl-C (or a signal, or bad input found late) can land while a progress line is half
+    written: the error is still one line of its own, and a finished line gets no blank one."""
+    import importlib
+
+    from dashboard.errors import UserError
+    from dashboard.platform import Terminated
+
+    cli_main = importlib.import_module("dashboard.cli.main")
+    error = {"terminated": Terminated("SIGTERM"), "user": UserError("bad input")}.get(raised, raised)
+    for written, expected in (("[ 40%] compiling", f"[ 40%] compiling\n{line}\n"), ("done\n", f"done\n{line}\n")):
+        def run(args, written=written):
+            sys.stderr.write(written)
+            raise error
+
+        class Parsed:
+            def parse_args(self, argv, run=run):
+                return argparse.Namespace(run=run)
+
+        monkeypatch.setattr(cli_main, "build_parser", lambda argv: Parsed())
+        assert cli_main.main(["classify", "m.onnx"]) == code
+        assert capsys.readouterr().err == expected

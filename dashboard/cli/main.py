@@ -20,6 +20,10 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dashboard.printable import TerminalText
 
 from dashboard.cli.common import EXIT_USAGE, Parser
 
@@ -85,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     from dashboard.printable import plain
 
     raise_on_termination()
+    stderr: list = []  # the command's stderr stream, once it runs: a line it left open is ended first
+
+    def error(text: str) -> None:
+        """The one error line, on a line of its own (Ctrl-C can land mid-way through a progress line)."""
+        print(("\n" if stderr and stderr[0].line_open else "") + f"error: {text}", file=sys.stderr)
+
     try:
         start_worker_early(argv)
         args = build_parser(argv).parse_args(argv)
@@ -92,31 +102,32 @@ def main(argv: list[str] | None = None) -> int:
         from dashboard.intake.digest import report_digest_progress
 
         report_digest_progress(stderr_progress())
-        with terminal_text():
+        with terminal_text() as err:
+            stderr.append(err)
             return int(args.run(args) or 0)
     except UserError as exc:
-        print(f"error: {plain(exc)}", file=sys.stderr)  # one line, even for a path holding a newline
+        error(plain(exc))  # one line, even for a path holding a newline
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        error("interrupted")
         return 130
     except Terminated as exc:
-        print(f"error: terminated by {exc.name}", file=sys.stderr)
+        error(f"terminated by {exc.name}")
         return TERMINATION_EXIT.get(exc.name, 1)
 
 
 @contextlib.contextmanager
-def terminal_text() -> Iterator[None]:
+def terminal_text() -> Iterator["TerminalText"]:
     """A command's output and progress through ``printable.TerminalText``: names from the model
-    or the user reach the terminal as text, never as its control sequences."""
+    or the user reach the terminal as text, never as its control sequences. Yields the stderr one."""
     from dashboard.printable import TerminalText
 
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = TerminalText(sys.stdout), TerminalText(sys.stderr)
     try:
-        yield
+        yield sys.stderr
     finally:
         sys.stdout, sys.stderr = streams
