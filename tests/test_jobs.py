@@ -9,6 +9,7 @@ compile, so these run in the fast tier.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -215,14 +216,20 @@ def test_ctrl_c_on_the_timeline_command_stops_its_worker_before_it_exits(tmp_pat
     device = pm.worker_device(tmp_path, fake_timeline_code(tmp_path / "never", hold_after=1))
     cli = subprocess.Popen([sys.executable, "-m", "dashboard", "timeline", str(model), "--device", device.url,
                             "--strategies", "fast", "--requests", "5"], cwd=Path(__file__).resolve().parent.parent,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
+                           env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang dumps its threads on SIGABRT
     try:
         workers: list[int] = []
         wait_until(lambda: workers.extend(p for p in processes_with_env(MARK, _private) if p != cli.pid) or workers,
                    "the CLI starting its worker")
         wait_until(held(tmp_path / "never").exists, "the worker holding after its first answer")
         cli.send_signal(signal.SIGINT)
-        _, stderr = cli.communicate(timeout=DEADLINE)
+        try:
+            _, stderr = cli.communicate(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:  # (seen once under load): say where each thread was
+            cli.send_signal(signal.SIGABRT)
+            _, stderr = cli.communicate(timeout=60)
+            pytest.fail(f"the CLI did not end within {DEADLINE:.0f} s of Ctrl-C; its threads:\n{stderr[-6000:]}")
     finally:
         if cli.poll() is None:
             cli.kill()
