@@ -247,21 +247,28 @@ def test_a_worker_whose_client_goes_away_mid_request_exits_and_removes_its_scrat
     assert not folder.exists()
 
 
-def test_a_worker_killed_before_it_could_clean_up_leaves_no_scratch(tmp_path, monkeypatch):
-    """On a loaded machine the stop's grace can run out before the worker's watchdog has removed
-    its folders, and the kill then lands mid-cleanup. By construction here: the handler makes a
-    folder the watchdog does not know of and stops itself (SIGSTOP), so it cannot exit in the
-    grace and is killed; the client that killed it removes the folder before ``close`` returns."""
+def folder_then(ending: str, tmp_path: Path, monkeypatch) -> tuple[list[str], Path]:
+    """A worker whose ``probe`` makes a scratch folder in ``tmp_path`` (the temp folder from now
+    on), reports its path as the event's backend, then runs ``ending`` (handler lines, where
+    ``path`` is the folder); and another worker's folder there, which must stay."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     argv = patched_worker("import os, signal\nfrom dashboard.runtime import scratch\n"
                           "def handler(args, emit):\n"
                           "    path = scratch.make('qbl-partition-')\n"
-                          "    scratch.keep(path)  # the watchdog will not remove it: only a kill ends this worker\n"
-                          "    emit(m.Probing(str(path)))\n"
-                          "    os.kill(os.getpid(), signal.SIGSTOP)\n", "probe")
-    other = tmp_path / "qbl-partition-1-abc"  # another worker's folder stays: it is not this worker's
+                          "    emit(m.Probing(str(path)))\n" + ending, "probe")
+    other = tmp_path / "qbl-partition-1-abc"  # not this worker's folder
     other.mkdir()
+    return argv, other
+
+
+def test_a_worker_killed_before_it_could_clean_up_leaves_no_scratch(tmp_path, monkeypatch):
+    """On a loaded machine the stop's grace can run out before the worker's watchdog has removed
+    its folders, and the kill then lands mid-cleanup. By construction here: the handler makes a
+    folder the watchdog does not know of and stops itself (SIGSTOP), so it cannot exit in the
+    grace and is killed; the client that killed it removes the folder before ``close`` returns."""
+    argv, other = folder_then("    scratch.keep(path)  # the watchdog will not remove it: only a kill ends this worker\n"
+                              "    os.kill(os.getpid(), signal.SIGSTOP)\n", tmp_path, monkeypatch)
     seen: list[Path] = []
     closers: list[threading.Thread] = []
     worker = WorkerClient(argv).start()
@@ -286,15 +293,7 @@ def test_a_worker_that_crashes_mid_request_leaves_no_scratch(tmp_path, monkeypat
     """A native crash (here SIGSEGV, sent by the handler to itself) ends the worker without its
     watchdog's cleanup; the client that finds it dead removes its folders, as after a kill, before
     the call reports the crash (the next run's sweep would otherwise be the first to)."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
-    argv = patched_worker("import os, signal\nfrom dashboard.runtime import scratch\n"
-                          "def handler(args, emit):\n"
-                          "    path = scratch.make('qbl-partition-')\n"
-                          "    emit(m.Probing(str(path)))\n"
-                          "    os.kill(os.getpid(), signal.SIGSEGV)\n", "probe")
-    other = tmp_path / "qbl-partition-1-abc"  # another worker's folder stays: it is not this worker's
-    other.mkdir()
+    argv, other = folder_then("    os.kill(os.getpid(), signal.SIGSEGV)\n", tmp_path, monkeypatch)
     seen: list[Path] = []
     with WorkerClient(argv) as worker:
         with pytest.raises(WorkerCrashed, match="SIGSEGV"):
