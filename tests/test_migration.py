@@ -173,21 +173,21 @@ def test_shared_memory_reports_why_it_is_unavailable(stores, small_cnn):
 
 def test_worker_killed_mid_run_is_a_clear_error_and_the_caller_lives_on(stores, small_cnn):
     options = TimelineOptions(strategies=["migrate"], **FP16, **WORKLOAD)
+    killed_scratch: list[Path] = []
     with WorkerClient() as worker:
-        killed = worker.pid
 
         def kill_on_first_request(message) -> None:
-            if isinstance(message, TimelineRequest):
+            if isinstance(message, TimelineRequest) and not killed_scratch:
+                killed_scratch.extend(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{worker.pid}-*"))
                 os.killpg(worker.pid, signal.SIGKILL)
 
         with pytest.raises(WorkerCrashed, match=r"died during 'timeline' \(killed by SIGKILL\)"):
             worker.call("timeline", TimelineArgs(small_cnn, options),
                         on_event=kill_on_first_request, timeout=300)
-    killed_scratch = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{killed}-*"))
+        # The killed worker could not remove its scratch folder; the client that saw it die did.
+        assert killed_scratch and not any(folder.exists() for folder in killed_scratch)
     after = timeline(small_cnn, strategies=["fast"], requests=3, rate=40.0)  # a new worker serves
     assert after.strategies["fast"].metrics["failed"] == 0
-    # The killed worker could not remove its scratch folder; the next run did.
-    assert killed_scratch and not any(folder.exists() for folder in killed_scratch)
 
 
 def test_missing_model_is_one_line_before_any_worker_starts(stores, tmp_path):
