@@ -1,7 +1,5 @@
 """Entry point of ``python -m dashboard``."""
 
-import sys
+from dashboard.cli.main import entry
 
-from dashboard.cli.main import main
-
-sys.exit(main())
+entry()

@@ -39,7 +39,6 @@ import os
 import secrets
 import threading
 import time
-import tomllib
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
@@ -199,6 +198,8 @@ def _read_file(path: Path, explicit: bool) -> dict:
                         "runs (make it yours, mode 0600)")
     if info.st_size > MAX_CONFIG_BYTES or not path.is_file():
         raise UserError(f"the dashboard's config {path} is not a small regular file")
+    import tomllib  # here, not at the top: every runtime worker imports this module (7 ms of a first session)
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -485,7 +485,7 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
 
     from dashboard.intake.shapes import infer_tensor_shapes
     from dashboard.partition.root_causes import attach as attach_root_causes
-    from dashboard.runtime.qnn import register, versions
+    from dashboard.runtime.qnn import hardware, register, versions
 
     started = time.perf_counter()
     backends = list(args.backends)
@@ -504,6 +504,8 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
         emit(Stage("inferring tensor shapes", 0.05))
         sessions = pool.submit(_sessions, prepared, base, backends, gpu_probe, workdir, emit)
         shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
+        for backend in backends:  # the doctor's answer (its imports, the installed packages) while QNN compiles
+            hardware(backend)
         raw = sessions.result()
         emit(Stage("ONNX Runtime pre-partition graph", 0.92))
         try:

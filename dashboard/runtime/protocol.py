@@ -138,16 +138,19 @@ class Command(NamedTuple):
 
 
 class _Registry(dict):
-    """A name's record, and on a name not registered yet the capability modules imported once
-    (``CAPABILITY_PROTOCOLS``, each imported at most once) before looking again, so ``COMMANDS[name]`` and ``EVENT_TYPES[tag]``
-    find every capability's entries whatever was imported before. A miss is a ``KeyError``."""
+    """A name's record, and on a name not registered yet the capability modules imported in
+    order (``CAPABILITY_PROTOCOLS``, each at most once) until one has registered it, so
+    ``COMMANDS[name]`` and ``EVENT_TYPES[tag]`` find every capability's entries whatever was
+    imported before. A miss (all imported) is a ``KeyError``. Why not all at once: a worker
+    decodes its first request while it imports the runtime, and the other capabilities' records
+    (about 30 ms of imports) would delay a first ``partition``'s session by as much."""
 
     def __missing__(self, key: str) -> Any:
         for module in CAPABILITY_PROTOCOLS:
             importlib.import_module(module)
-        if not dict.__contains__(self, key):
-            raise KeyError(key)
-        return dict.__getitem__(self, key)
+            if dict.__contains__(self, key):
+                return dict.__getitem__(self, key)
+        raise KeyError(key)
 
 
 COMMANDS: dict[str, Command] = _Registry()

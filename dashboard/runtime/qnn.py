@@ -67,6 +67,7 @@ def versions() -> dict[str, str]:
     return {"onnxruntime": ort.__version__, **qnn}
 
 
+@lru_cache(maxsize=None)  # the host does not change under a process; the doctor reads installed packages
 def hardware(backend: str) -> str:
     """What a backend's figures on this host are measured on: ``"simulator"`` for the HTP on an
     x86_64 host (QNN's HTP simulator: real compilation, emulated execution, far slower than an
