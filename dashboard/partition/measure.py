@@ -46,7 +46,7 @@ from dashboard.errors import UserError
 from dashboard.intake.graph import ModelGraph, Node, producers_of
 from dashboard.intake.reader import load_model, load_structure
 from dashboard.intake.shapes import TensorShape
-from dashboard.partition import cache, gpu_rules
+from dashboard.partition import cache, gpu_rules, session
 from dashboard.partition.protocol import PartitionArgs, PartitionResult, Stage
 from dashboard.partition.report import (CLAIMED, FUSED, MEASURED, PREDICTED, PREDICTED_STATUS, REJECTED, REMOVED,
                                         BackendReport, NodeSupport, failed)
@@ -54,7 +54,6 @@ from dashboard.runtime import scratch
 from dashboard.serde import Record
 
 QNN_EP = "QNNExecutionProvider"
-RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 _TOKEN = re.compile(r"^(.*)_token_\d+$")
 
 Emit = Callable[[Stage], None]
@@ -404,7 +403,7 @@ def _merged_shapes(model: dict[str, TensorShape], runtime: dict[str, TensorShape
 
 
 PROBE_TTL_S = 24 * 3600
-SCRATCH_PREFIX = "qbl-partition-"
+SCRATCH_PREFIX = session.SCRATCH_PREFIX
 
 
 @dataclass
@@ -436,40 +435,8 @@ def probe_gpu_cached() -> tuple[bool, str | None, str]:
 
 
 def session_report(prepared: Prepared, config, workdir: str) -> tuple[list | None, dict | None]:
-    """Create the real session for ``config.backend``; return its assignment info (one entry per
-    subgraph; None when every node went to the CPU EP) and the EP's op trace (None when the EP
-    wrote none).
-
-    A backend that cannot set up (no Adreno, an HTP without its DSP libraries) still yields a
-    session, silently on the CPU EP; ``create_session(require_qnn=True)``, the rule timelines use,
-    makes that a ``UserError`` with QNN's own message, so it is reported as failed, never as a
-    measurement in which QNN claimed nothing. A backend that did set up and refused every node
-    writes its reasons in the op trace: that is a measurement, and is returned as one."""
-    from dashboard.runtime.qnn import create_session
-
-    trace_dir = os.path.join(workdir, f"trace-{config.backend}")
-    measured = config.replace(
-        session_config={**config.session_config, **prepared.session_config, RECORD_ASSIGNMENT: "1"},
-        provider_options={**config.provider_options, "enable_framework_op_trace": "1",
-                          "framework_op_trace_dir": trace_dir})
-    try:
-        handle = create_session(prepared.session_input, measured, require_qnn=True)
-    except UserError:
-        trace = _read_trace(trace_dir)
-        if trace and trace.get("unsupported_nodes"):
-            return None, trace
-        raise
-    assignment = handle.assignment()
-    del handle  # release the QNN context before the next backend compiles
-    return assignment, _read_trace(trace_dir)
-
-
-def _read_trace(trace_dir: str) -> dict | None:
-    trace_file = Path(trace_dir, "qnn_op_trace.json")
-    try:
-        return json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else None
-    except (OSError, ValueError):
-        return None
+    """``session.measured`` on the prepared model: its assignment info and op trace."""
+    return session.measured(prepared.session_input, prepared.session_config, config, workdir)
 
 
 def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
@@ -480,7 +447,9 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     ONNX Runtime releases the GIL while it builds a session, so the fixed costs run beside the
     session being measured: the pre-partition graph (a CPU session that writes the optimized
     model) on one thread, the QNN sessions on another, and shape inference on this one while QNN
-    compiles. The analysis costs little more than the session it measures."""
+    compiles; the HTP session may even have started before this handler was imported (``session``:
+    the head start, taken here when it is the session this request would create). The analysis
+    costs little more than the session it measures."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.intake.shapes import infer_tensor_shapes
@@ -493,16 +462,14 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     prepared = prepare(args.path, dict(args.input_shapes))
     base = args.config.replace(backend="htp")
     scratch.sweep(SCRATCH_PREFIX)
-    workdir = str(scratch.make(SCRATCH_PREFIX))
+    early = session.take(prepared.session_input, prepared.session_config, base)
+    workdir = early.workdir if early else str(scratch.make(SCRATCH_PREFIX))
     pool = ThreadPoolExecutor(max_workers=2)
     try:
         register()
         graph_future = pool.submit(_runtime_graph, prepared, base, workdir)
-        # The probe runs before the HTP session, not beside it: its native error lines must not
-        # mix with those of a failing HTP session (the outcome is cached for a day anyway).
-        gpu_probe = probe_gpu_cached() if "gpu" in backends else None
         emit(Stage("inferring tensor shapes", 0.05))
-        sessions = pool.submit(_sessions, prepared, base, backends, gpu_probe, workdir, emit)
+        sessions = pool.submit(_sessions, prepared, base, backends, workdir, emit, early)
         shapes, shape_source = infer_tensor_shapes(prepared.structure, base.dims)
         for backend in backends:  # the doctor's answer (its imports, the installed packages) while QNN compiles
             hardware(backend)
@@ -534,28 +501,32 @@ def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
 UNAVAILABLE = "unavailable: "
 
 
-def _sessions(prepared: Prepared, base, backends: list[str], gpu_probe, workdir: str,
-              emit: Emit) -> dict[str, tuple | str]:
+def _sessions(prepared: Prepared, base, backends: list[str], workdir: str, emit: Emit,
+              early: session.Early | None = None) -> dict[str, tuple | str]:
     """Per backend: (assignment, trace, seconds) of its session, its failure as one line, or
-    ``UNAVAILABLE`` + why for a GPU that does not initialize here (then it is predicted)."""
+    ``UNAVAILABLE`` + why for a GPU that does not initialize here (then it is predicted). The HTP
+    one is ``early``'s when the head start created it. One session at a time, the GPU probe
+    included (a failed GPU session: its native error lines must not mix with those of a failing
+    HTP session; its outcome is cached for a day)."""
     raw: dict[str, tuple | str] = {}
     share = 0.8 / max(len(backends), 1)
     for i, backend in enumerate(backends):
         progress = 0.1 + i * share
+        if early is not None and backend != "htp":
+            early.wait()  # a GPU listed before the HTP: its probe and session come after the head start's
         if backend == "gpu":
             emit(Stage("probing the GPU backend", progress, backend))
-            ok, error, when = gpu_probe
+            ok, error, when = probe_gpu_cached()
             if not ok:
                 raw[backend] = f"{UNAVAILABLE}{error} (probed {when})"
                 continue
         emit(Stage(f"creating the {backend.upper()} session (QNN compiles the graph)", progress + share * 0.1,
                    backend))
-        start = time.perf_counter()
-        try:
-            raw[backend] = (*session_report(prepared, base.replace(backend=backend), workdir),
-                            time.perf_counter() - start)
-        except UserError as exc:
-            raw[backend] = str(exc)
+        if backend == "htp" and early is not None:
+            raw[backend] = early.outcome()
+            continue
+        raw[backend] = session.timed(prepared.session_input, prepared.session_config,
+                                     base.replace(backend=backend), workdir)
     return raw
 
 

@@ -32,6 +32,10 @@ class PartitionArgs(Record):
     config: SessionConfig
     backends: list[Literal["htp", "gpu"]]
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # whole shapes of inputs with ``?`` dims
+    # The client read the file and found nothing the sessions' copy must change (every node named
+    # once, no input shape to declare): the worker may start the HTP session on the file itself
+    # before it has read it (``partition.session``, the head start). False: it reads first.
+    as_is: bool = False
 
 
 @dataclass

@@ -131,6 +131,12 @@ CAPABILITY_PROTOCOLS = ("dashboard.partition.protocol", "dashboard.timeline.prot
 """The modules that register the commands and events of the capabilities above the runtime."""
 
 
+HEAD_STARTS = {"partition": "dashboard.partition.session:head_start"}
+"""Per command, a context manager a worker enters with the request's raw arguments before it
+decodes them (the capability's records and handler are imported then) and leaves when the request
+is answered: what the command can start as soon as the runtime is loaded, it starts there."""
+
+
 class Command(NamedTuple):
     args: type
     result: type | None  # None: the command never answers (it dies, on purpose)

@@ -34,6 +34,7 @@ including the ones that only probe a device.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import os
 import queue
@@ -46,8 +47,8 @@ from typing import BinaryIO, Callable, Iterator
 from dashboard import __version__, platform
 from dashboard.errors import UserError
 from dashboard.runtime import scratch
-from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived, Command,
-                                        CrashArgs, DigestArgs, HostInfo, ModelChunk, ModelLocation, NoArgs,
+from dashboard.runtime.protocol import (COMMANDS, HEAD_STARTS, MAX_LINE, PROTOCOL_VERSION, BackendProbe, ChunkReceived,
+                                        Command, CrashArgs, DigestArgs, HostInfo, ModelChunk, ModelLocation, NoArgs,
                                         OrtViewArgs, ProbeArgs, ProbeResult, Probing, SharedMemoryProbe, WorkerHello,
                                         WorkerProgress, WorkerReply, WorkerRequest, check_file_name, read_line)
 from dashboard.serde import Record, SchemaError, dumps, load, loads
@@ -177,6 +178,16 @@ def _preload_runtime() -> None:
         pass
 
 
+def _head_start(request: WorkerRequest) -> contextlib.AbstractContextManager:
+    """The command's head start around its request (``HEAD_STARTS``), entered before the request is
+    decoded; none for the other commands."""
+    name = HEAD_STARTS.get(request.cmd)
+    if name is None:
+        return contextlib.nullcontext()
+    module_name, func_name = name.split(":")
+    return getattr(importlib.import_module(module_name), func_name)(request.args)
+
+
 def _resolve(cmd: str) -> tuple[Command, Callable[[Record, Emit], Record | None]]:
     try:
         command = COMMANDS[cmd]
@@ -189,9 +200,10 @@ def _resolve(cmd: str) -> tuple[Command, Callable[[Record, Emit], Record | None]
 def _answer(request: WorkerRequest, send: Callable[[Record], None]) -> WorkerReply:
     """Run one request; every failure becomes a reply, so one bad request never ends the worker."""
     try:
-        command, handler = _resolve(request.cmd)
-        args = load(command.args, request.args, f"{request.cmd} arguments")
-        result = handler(args, lambda event: send(WorkerProgress(request.id, event.to_json())))
+        with _head_start(request):
+            command, handler = _resolve(request.cmd)
+            args = load(command.args, request.args, f"{request.cmd} arguments")
+            result = handler(args, lambda event: send(WorkerProgress(request.id, event.to_json())))
         return WorkerReply(request.id, True, result=None if result is None else result.to_json())
     except UserError as exc:
         return WorkerReply(request.id, False, error=str(exc), kind="user")
