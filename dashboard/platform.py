@@ -18,9 +18,7 @@ import errno
 import os
 import signal
 import subprocess
-import tempfile
 import threading
-import uuid
 
 WINDOWS = os.name == "nt"
 
@@ -205,6 +203,9 @@ def open_twice() -> tuple[int, int]:
     and opens it again through ``/proc``; other POSIX systems unlink it at once (the open
     descriptors keep it); Windows opens both with ``O_TEMPORARY`` (delete on last close, shared
     delete access, so the second open is allowed)."""
+    import tempfile  # here: every process imports this module, few capture native logs
+    import uuid
+
     unnamed = _open_unnamed_twice()
     if unnamed is not None:
         return unnamed
@@ -223,6 +224,8 @@ def open_twice() -> tuple[int, int]:
 
 def _open_unnamed_twice() -> tuple[int, int] | None:
     """``open_twice`` with a file that never has a name (Linux), or None where that cannot be."""
+    import tempfile
+
     flag = getattr(os, "O_TMPFILE", 0)
     if not flag:
         return None

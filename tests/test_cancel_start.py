@@ -182,21 +182,23 @@ def test_a_group_closed_before_a_worker_starts_stops_it_as_it_starts():
 
 
 def test_a_group_closed_before_a_spare_worker_is_adopted_stops_it_although_it_had_greeted():
-    """The spare a command line starts early (``prespawn_local_worker``) greets while nobody waits
+    """The spare a command line starts early (``spawn.start_spare``) greets while nobody waits
     for it; a client of a group closed meanwhile adopts it with that greeting already queued, and
     must still fail with the group's reason rather than return a stopped worker (the race seen once
     under load: a test that ran after a CLI test in the same process found its spare)."""
-    from dashboard.runtime import client
+    import select
 
-    client.prespawn_local_worker()
-    spare = client._spare
-    wait_until(lambda: not spare._lines.empty(), "the spare worker greeting")
-    pid = spare.pid
+    from dashboard.runtime import spawn
+
+    spawn.start_spare()
+    spare = spawn._spare
+    wait_until(lambda: select.select([spare.proc.stdout], [], [], 0)[0], "the spare worker greeting")
+    pid = spare.proc.pid
     group = WorkerGroup(grace=0)
     group.close("the analysis was cancelled")
     with group.current(), pytest.raises(WorkerCrashed) as raised:
         WorkerClient(label="local worker").start()
-    assert client._spare is None, "the spare was not the one adopted"
+    assert spawn._spare is None, "the spare was not the one adopted"
     assert str(raised.value) == "the local worker was stopped during 'starting': the analysis was cancelled"
     assert gone_within(pid, GONE_S)
 

@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from dashboard.intake.samples import build_cnn_classifier
-from dashboard.runtime import client
+from dashboard.runtime import spawn
 from dashboard.runtime.client import WorkerClient, prespawn_local_worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,17 +40,17 @@ def env(tmp_path) -> dict[str, str]:
 
 def test_a_spare_worker_is_adopted_by_the_next_local_client():
     prespawn_local_worker()
-    spare_pid = client._spare.pid
+    spare_pid = spawn._spare.proc.pid
     with WorkerClient() as worker:
-        assert worker.pid == spare_pid and client._spare is None
+        assert worker.pid == spare_pid and spawn._spare is None
         assert worker.call("hello").protocol == worker.hello.protocol
     with WorkerClient() as another:  # no spare left: a worker of its own
         assert another.pid != spare_pid
 
 
 def test_a_spare_nobody_adopts_is_stopped_when_the_process_exits(env):
-    done = subprocess.run([sys.executable, "-c", "from dashboard.runtime import client; "
-                           "client.prespawn_local_worker(); print(client._spare.pid)"],
+    done = subprocess.run([sys.executable, "-c", "from dashboard.runtime import spawn; "
+                           "spawn.start_spare(); print(spawn._spare.proc.pid)"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     pid = int(done.stdout.split()[-1])
@@ -75,10 +75,10 @@ def test_a_spare_started_under_another_environment_is_not_adopted(monkeypatch, t
     """A spare reads and writes the cache its environment names: once the caller's has changed
     (another ``QNN_LAB_CACHE``), a fresh worker is started and the spare stopped."""
     prespawn_local_worker()
-    spare_pid = client._spare.pid
+    spare_pid = spawn._spare.proc.pid
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "another-cache"))
     with WorkerClient() as worker:
-        assert worker.pid != spare_pid and client._spare is None
+        assert worker.pid != spare_pid and spawn._spare is None
         environ = Path(f"/proc/{worker.pid}/environ").read_bytes() if Path("/proc").is_dir() else b""
         assert not environ or str(tmp_path / "another-cache").encode() in environ
     from fake_workers import gone_within
@@ -103,12 +103,11 @@ def test_the_commands_that_will_run_a_local_worker_start_it_before_parsing(argv,
     """Only a command that surely runs on this machine's worker starts one before the parser (its
     numpy and onnxruntime imports then overlap the parser's), so a remote device, an import, a
     snippet or a help text never start a process for nothing."""
-    import importlib
+    from dashboard.cli import early as cli_early
 
-    cli_main = importlib.import_module("dashboard.cli.main")
     started = []
-    monkeypatch.setattr(client, "prespawn_local_worker", lambda: started.append(True))
-    cli_main.start_worker_early(argv)
+    monkeypatch.setattr(spawn, "start_spare", lambda: started.append(True))
+    cli_early.start_worker_early(argv)
     assert bool(started) is early
 
 
@@ -130,4 +129,28 @@ def test_a_first_partition_run_adopts_the_worker_it_started_before_parsing(env, 
                           timeout=600)
     assert done.returncode == 0, done.stderr
     assert "SPAWNED [False]" in done.stderr and '"cached": false' in done.stdout
+    assert not workers_marked(env["QNN_LAB_CACHE"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_python_m_dashboard_starts_the_worker_before_it_imports_the_command_line(env, tmp_path):
+    """``python -m dashboard partition``: the worker is started before the CLI, the client or the
+    protocol is imported (their imports, about 40 ms, then run beside the worker's start), and it
+    is the worker that measured."""
+    model = tmp_path / "cnn32.onnx"
+    onnx.save(build_cnn_classifier(size=32), model)
+    script = ("import runpy, subprocess, sys; spawned = []; real = subprocess.Popen\n"
+              "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
+              "        if 'dashboard.runtime.worker' in argv:\n"
+              "            spawned.append(sorted(m for m in ('dashboard.cli.main', 'dashboard.runtime.client',\n"
+              "                                              'dashboard.runtime.protocol', 'argparse') if m in sys.modules))\n"
+              "        super().__init__(argv, *a, **k)\n"
+              "subprocess.Popen = Popen\n"
+              f"sys.argv = ['dashboard', 'partition', {str(model)!r}, '--backends', 'htp', '--json']\n"
+              "try:\n    runpy.run_module('dashboard', run_name='__main__')\n"
+              "finally:\n    print('SPAWNED', spawned, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "SPAWNED [[]]" in done.stderr and '"cached": false' in done.stdout
     assert not workers_marked(env["QNN_LAB_CACHE"])

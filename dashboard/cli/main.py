@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dashboard.printable import TerminalText
 
 from dashboard.cli.common import EXIT_USAGE, Parser
+from dashboard.cli.early import chosen_command, start_worker_early
 
 # command -> (module, one-line help)
 COMMANDS = {
@@ -42,30 +43,6 @@ COMMANDS = {
     "device": ("dashboard.cli.device", "install the worker on a device; the device doctor"),
     "hash-password": ("dashboard.cli.hash_password", "the password_hash for a team server's dashboard config"),
 }
-
-
-# The commands that run on this machine's runtime worker, each with the options that may send it
-# elsewhere or need none (another device, an AI Hub import, a snippet): without them, the worker is
-# started before anything else is imported or parsed (``runtime.client.prespawn_local_worker``), so
-# its interpreter and imports (numpy, onnxruntime) run beside this process's own instead of after
-# them. A worker nobody adopts (bad arguments, an answer from the cache) is stopped at exit.
-EARLY_WORKER = {"partition": ("--device", "--snippet"), "profile": ("--device", "--aihub"),
-                "accuracy": (), "quantize": ()}
-
-
-def chosen_command(argv: list[str]) -> str | None:
-    """The command ``argv`` names (its first word that is not an option)."""
-    return next((a for a in argv if not a.startswith("-")), None)
-
-
-def start_worker_early(argv: list[str]) -> None:
-    """Start the local worker now when the command will surely want one (see ``EARLY_WORKER``)."""
-    others = EARLY_WORKER.get(chosen_command(argv) or "")
-    if others is None or any(a in ("-h", "--help") or a.split("=", 1)[0] in others for a in argv):
-        return
-    from dashboard.runtime.client import prespawn_local_worker
-
-    prespawn_local_worker()
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

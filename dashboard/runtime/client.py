@@ -19,7 +19,6 @@ worker sees the same when its SSH connection drops.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import contextlib
 import contextvars
@@ -28,7 +27,6 @@ import math
 import os
 import queue
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,12 +41,12 @@ from dashboard.errors import UserError
 from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, DigestArgs, ModelChunk, OrtViewArgs,
                                         ProgressEvent, Upload, WorkerHello, WorkerProgress, WorkerReply,
                                         WorkerRequest, event_from_json, plain_file_name, read_line)
+from dashboard.runtime import spawn as _spawn
+from dashboard.runtime.spawn import (PACKAGE_PARENT, local_env, local_worker_argv, start_spare, take_spare,  # noqa: F401
+                                     worker_cwd)  # (re-exported: callers and tests name them here)
 from dashboard.serde import Record, SchemaError, dumps, load
 
-# The folder that holds the ``dashboard`` package: the checkout, or ``site-packages`` once the wheel
-# is installed. A local worker finds the package through it (``PYTHONPATH``: another interpreter,
-# ``local?python=PATH``, has not installed it). ``PROJECT_ROOT`` is the older name the tests use.
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+# ``PROJECT_ROOT`` is the older name of ``spawn.PACKAGE_PARENT`` the tests use.
 PROJECT_ROOT = PACKAGE_PARENT
 CHUNK = 4 << 20
 STOP_GRACE = 3.0  # seconds a worker gets to exit by itself once its stdin is closed, before it is killed
@@ -73,34 +71,6 @@ class WorkerProtocolError(WorkerError):
 
 class WorkerVersionError(WorkerProtocolError):
     """The worker speaks another version of the protocol."""
-
-
-def local_worker_argv() -> list[str]:
-    """This machine's worker: the same interpreter, the package this process imported."""
-    return [sys.executable, "-m", "dashboard.runtime.worker"]
-
-
-def _local_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
-
-
-def worker_cwd() -> Path:
-    """A local worker's working directory: ``<QNN_LAB_CACHE>/worker`` (``~/.cache/qnn-backend-lab``
-    by default), this user's own folder. Why a folder of its own: ``python -m`` puts the working
-    directory first on ``sys.path``, so a shared one (``/tmp``) could shadow the package or numpy,
-    and the EP writes the dumps a terminal asked for without a folder (``dump_json_qnn_graph=1``)
-    there, which must land neither in ``site-packages`` nor in the checkout. The worker itself
-    uses absolute paths and makes its scratch folders under the temp folder
-    (``dashboard.runtime.scratch``). If that folder cannot be made, the package's parent."""
-    try:
-        folder = Path(os.environ.get("QNN_LAB_CACHE") or Path.home() / ".cache" / "qnn-backend-lab") / "worker"
-        platform.private_folder(folder)  # 0700: the dumps the EP writes there are of the user's models
-    except (OSError, RuntimeError):  # RuntimeError: no home folder can be found
-        return PACKAGE_PARENT
-    return folder
 
 
 # -- ownership ------------------------------------------------------------------------------------
@@ -221,15 +191,16 @@ class WorkerClient:
         that cannot be started is reported there too, so callers handle one kind of failure.
         A spare local worker started by ``prespawn_local_worker`` is adopted instead."""
         self._spawn_error = None
-        if self._adopt_spare():
-            return self
-        self._env = _local_env()
-        try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=self._env, cwd=str(worker_cwd()), **platform.detached_group())
-        except OSError as exc:
-            self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
-            return self
+        spare = None if self.remote else take_spare(self.argv)
+        if spare is not None:
+            proc, self._env = spare.proc, spare.env
+        else:
+            self._env = local_env()
+            try:
+                proc = _spawn.start(self.argv, self._env)
+            except OSError as exc:
+                self._spawn_error = f"cannot start the {self.label} ({self.argv[0]}): {exc.strerror}"
+                return self
         self._proc, self._stopped = proc, None
         self._lines = queue.Queue()
         self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE, not self.remote)
@@ -240,28 +211,6 @@ class WorkerClient:
         self._stderr_thread = threading.Thread(target=_pump_stderr, args=(proc.stderr, self._stderr), daemon=True)
         self._stderr_thread.start()
         return self
-
-    def _adopt_spare(self) -> bool:
-        global _spare
-        spare, _spare = _spare, None
-        # A spare started under another environment (a caller changed QNN_LAB_CACHE since: a test, a
-        # notebook) would read and write another cache: it is not this client's worker.
-        if (spare is None or spare.argv != self.argv or spare._env != _local_env() or spare._proc is None
-                or spare._proc.poll() is not None):
-            if spare is not None:
-                spare.close(grace=0)
-            return False
-        # The spare's reader threads fill its queue and deque; this client takes those over, and the
-        # duty to stop the process (the spare, once collected, must not).
-        self._proc, self._lines, self._stderr = spare._proc, spare._lines, spare._stderr
-        self._stopped, self._stderr_thread = None, spare._stderr_thread
-        spare._proc = None
-        if spare._finalizer is not None:
-            spare._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _stop, self._proc, STOP_GRACE, not self.remote)
-        platform.on_exit(self._finalizer)
-        _join_groups(self)
-        return True
 
     def _await_hello(self) -> None:
         if self._spawn_error is not None:
@@ -505,24 +454,4 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
         yield Path(result.path)
 
 
-_spare: WorkerClient | None = None
-
-
-def prespawn_local_worker() -> None:
-    """Start this machine's worker now, for the next local ``WorkerClient.spawn`` to adopt.
-
-    A command that will need a worker calls this before its own imports: the worker process
-    imports numpy, onnx and onnxruntime while this one imports the same libraries, instead of
-    after it (about a quarter of a second of a first ``partition`` run). A spare that nobody
-    adopts (the answer came from a cache) is stopped when this process exits."""
-    global _spare
-    if _spare is None:
-        _spare = WorkerClient().spawn()
-        atexit.register(_stop_spare)
-
-
-def _stop_spare() -> None:
-    global _spare
-    spare, _spare = _spare, None
-    if spare is not None:
-        spare.close(grace=0)
+prespawn_local_worker = start_spare  # the name commands and tests call it by (see ``spawn``)
