@@ -65,6 +65,20 @@ def test_a_fresh_process_finds_the_capabilities_commands_and_events_without_impo
     assert done.returncode == 0, done.stderr
 
 
+def test_a_command_is_found_with_its_own_capability_s_records_only():
+    """A worker decodes its first request while it imports the runtime: a ``partition`` request
+    must not wait for the timeline's, profile's and accuracy's records as well."""
+    code = ("import sys\nfrom dashboard.runtime.protocol import CAPABILITY_PROTOCOLS, COMMANDS\n"
+            "assert CAPABILITY_PROTOCOLS[0] == 'dashboard.partition.protocol'\n"
+            "COMMANDS['partition']\n"
+            "assert [m for m in CAPABILITY_PROTOCOLS if m in sys.modules] == ['dashboard.partition.protocol']\n"
+            "COMMANDS['accuracy']\n"
+            "assert all(m in sys.modules for m in CAPABILITY_PROTOCOLS)\n"
+            "try:\n    COMMANDS['format_disk']\nexcept KeyError:\n    pass\nelse:\n    raise SystemExit('found')\n")
+    done = run_fresh(code)
+    assert done.returncode == 0, done.stderr
+
+
 def test_every_command_and_event_is_registered_by_its_owner():
     names = ("hello", "probe", "doctor", "put_model", "has_model", "crash", "ort_view", "partition", "timeline")
     owners = {name: protocol.COMMANDS[name].args.__module__ for name in names}
