@@ -14,7 +14,7 @@ import pytest
 
 from dashboard.intake.samples import build_cnn_classifier
 from dashboard.runtime import spawn
-from dashboard.runtime.client import WorkerClient, prespawn_local_worker
+from dashboard.runtime.client import WorkerClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def test_a_spare_worker_is_adopted_by_the_next_local_client():
-    prespawn_local_worker()
+    spawn.start_spare()
     spare_pid = spawn._spare.proc.pid
     with WorkerClient() as worker:
         assert worker.pid == spare_pid and spawn._spare is None
@@ -74,7 +74,7 @@ def test_partition_first_and_cached_runs_leave_no_worker_behind(env, tmp_path):
 def test_a_spare_started_under_another_environment_is_not_adopted(monkeypatch, tmp_path):
     """A spare reads and writes the cache its environment names: once the caller's has changed
     (another ``QNN_LAB_CACHE``), a fresh worker is started and the spare stopped."""
-    prespawn_local_worker()
+    spawn.start_spare()
     spare_pid = spawn._spare.proc.pid
     monkeypatch.setenv("QNN_LAB_CACHE", str(tmp_path / "another-cache"))
     with WorkerClient() as worker:
@@ -139,11 +139,11 @@ def test_python_m_dashboard_starts_the_worker_before_it_imports_the_command_line
     is the worker that measured."""
     model = tmp_path / "cnn32.onnx"
     onnx.save(build_cnn_classifier(size=32), model)
+    later = ("dashboard.cli.main", "dashboard.runtime.client", "dashboard.runtime.protocol", "argparse")
     script = ("import runpy, subprocess, sys; spawned = []; real = subprocess.Popen\n"
               "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
               "        if 'dashboard.runtime.worker' in argv:\n"
-              "            spawned.append(sorted(m for m in ('dashboard.cli.main', 'dashboard.runtime.client',\n"
-              "                                              'dashboard.runtime.protocol', 'argparse') if m in sys.modules))\n"
+              f"            spawned.append(sorted(m for m in {later!r} if m in sys.modules))\n"
               "        super().__init__(argv, *a, **k)\n"
               "subprocess.Popen = Popen\n"
               f"sys.argv = ['dashboard', 'partition', {str(model)!r}, '--backends', 'htp', '--json']\n"

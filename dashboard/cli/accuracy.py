@@ -56,11 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def report_from_args(args: argparse.Namespace, quiet: bool = False) -> "AccuracyReport":
     from dashboard.accuracy.run import accuracy_model
     from dashboard.cli.partition import progress
-    from dashboard.runtime.client import prespawn_local_worker
+    from dashboard.runtime.spawn import start_spare
 
     settings = SETTINGS.parse(args)
     data, preprocess, limit = DATA.parse(args, args.model)
-    prespawn_local_worker()
+    start_spare()
     return accuracy_model(args.model, data, settings, quantized=args.quantized, layers=args.layers,
                           preprocess=preprocess, limit=limit, on_event=None if quiet else progress)
 

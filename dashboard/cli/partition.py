@@ -22,7 +22,7 @@ from dashboard.errors import UserError
 from dashboard.runtime.knobs import BACKENDS
 
 # The analysis modules are imported by ``analyze_from_args``, after it has started the runtime
-# worker, so the worker's imports overlap this process's (see ``runtime.client.prespawn_local_worker``).
+# worker, so the worker's imports overlap this process's (see ``runtime.spawn.start_spare``).
 if TYPE_CHECKING:
     from dashboard.partition.report import PartitionReport
     from dashboard.runtime.knobs import Settings
@@ -72,10 +72,10 @@ def analyze_from_args(args: argparse.Namespace, quiet: bool = False, settings: S
                       ) -> PartitionReport:
     """The report the arguments ask for (bad arguments, files or devices: one ``UserError``), under
     ``settings`` when the caller parsed them already."""
-    from dashboard.runtime.client import prespawn_local_worker
+    from dashboard.runtime.spawn import start_spare
 
     if args.device.strip() == "local":
-        prespawn_local_worker()
+        start_spare()
     from dashboard.partition.analysis import analyze
     from dashboard.runtime.devices import Device
 

@@ -88,7 +88,7 @@ def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile
     if args.device_name:
         raise UserError("--device-name names the device of an --aihub file; without --aihub, --device says where "
                         "to measure")
-    from dashboard.runtime.client import prespawn_local_worker
+    from dashboard.runtime.spawn import start_spare
 
     settings = SETTINGS.parse(args)
     data, preprocess, limit = DATA.parse(args, args.model)  # bad data flags: one line now
@@ -97,7 +97,7 @@ def profile_from_args(args: argparse.Namespace, quiet: bool = False) -> "Profile
 
         settings, _ = settings_for_data(args.model, settings, data, preprocess)
     if args.device.strip() == "local":
-        prespawn_local_worker()
+        start_spare()
     from dashboard.cli.partition import progress
     from dashboard.profile.run import profile_model
     from dashboard.runtime.devices import Device

@@ -41,12 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dashboard.accuracy.quantize import parse_target, quantize_model
     from dashboard.cli.partition import progress
-    from dashboard.runtime.client import prespawn_local_worker
+    from dashboard.runtime.spawn import start_spare
 
     settings = SETTINGS.parse(args)
     target = parse_target(args.target) if args.target else None
     data, preprocess, limit = DATA.parse(args, args.model)
-    prespawn_local_worker()
+    start_spare()
     result = quantize_model(args.model, data, args.out, settings, activations=args.activations, weights=args.weights,
                             per_channel=args.per_channel, calibration=args.calibration, target=target,
                             cost=not args.no_cost, coverage=not args.no_coverage, preprocess=preprocess, limit=limit,

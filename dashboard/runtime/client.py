@@ -42,8 +42,8 @@ from dashboard.runtime.protocol import (COMMANDS, MAX_LINE, PROTOCOL_VERSION, Di
                                         ProgressEvent, Upload, WorkerHello, WorkerProgress, WorkerReply,
                                         WorkerRequest, event_from_json, plain_file_name, read_line)
 from dashboard.runtime import spawn as _spawn
-from dashboard.runtime.spawn import (PACKAGE_PARENT, local_env, local_worker_argv, start_spare, take_spare,  # noqa: F401
-                                     worker_cwd)  # (re-exported: callers and tests name them here)
+# local_worker_argv, worker_cwd and PACKAGE_PARENT are also named here by callers and tests.
+from dashboard.runtime.spawn import PACKAGE_PARENT, local_env, local_worker_argv, take_spare, worker_cwd  # noqa: F401
 from dashboard.serde import Record, SchemaError, dumps, load
 
 # ``PROJECT_ROOT`` is the older name of ``spawn.PACKAGE_PARENT`` the tests use.
@@ -189,7 +189,7 @@ class WorkerClient:
         """Spawn the worker without waiting: it imports the runtime while the caller does other
         work (reading the model, hashing it); the first ``call`` waits for the greeting. A worker
         that cannot be started is reported there too, so callers handle one kind of failure.
-        A spare local worker started by ``prespawn_local_worker`` is adopted instead."""
+        A spare local worker started by ``spawn.start_spare`` is adopted instead."""
         self._spawn_error = None
         spare = None if self.remote else take_spare(self.argv)
         if spare is not None:
@@ -454,4 +454,3 @@ def optimized_copy(model_path: str, timeout: float = 300.0) -> Iterator[Path]:
         yield Path(result.path)
 
 
-prespawn_local_worker = start_spare  # the name commands and tests call it by (see ``spawn``)
