@@ -111,25 +111,33 @@ def test_the_commands_that_will_run_a_local_worker_start_it_before_parsing(argv,
     assert bool(started) is early
 
 
+def spawned_in_a_first_run(env, tmp_path, seen: str, run: str) -> str:
+    """A first partition of a small CNN in a fresh process, by ``run`` (code in which ``MODEL`` is
+    the model's path); at each start of a runtime worker, the value of the expression ``seen`` is
+    recorded. Returns the records; the run must succeed and leave no worker behind."""
+    model = tmp_path / "cnn32.onnx"
+    onnx.save(build_cnn_classifier(size=32), model)
+    script = ("import runpy, subprocess, sys; spawned = []; real = subprocess.Popen\n"
+              "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
+              f"        spawned.extend([{seen}] if 'dashboard.runtime.worker' in argv else [])\n"
+              "        super().__init__(argv, *a, **k)\n"
+              "subprocess.Popen = Popen\n"
+              f"MODEL = {str(model)!r}\n"
+              f"try:\n    {run}\nfinally:\n    print('SPAWNED', spawned, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert '"cached": false' in done.stdout and not workers_marked(env["QNN_LAB_CACHE"])
+    return done.stderr.rsplit("SPAWNED ", 1)[-1].strip()
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_a_first_partition_run_adopts_the_worker_it_started_before_parsing(env, tmp_path):
     """The run starts exactly one worker, before this process has imported numpy (the parser's
     first heavy import): the worker that measured is the one started first."""
-    model = tmp_path / "cnn32.onnx"
-    onnx.save(build_cnn_classifier(size=32), model)
-    script = ("import subprocess, sys; spawned = []; real = subprocess.Popen\n"
-              "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
-              "        spawned.extend(['numpy' in sys.modules] if 'dashboard.runtime.worker' in argv else [])\n"
-              "        super().__init__(argv, *a, **k)\n"
-              "subprocess.Popen = Popen\n"
-              "from dashboard.cli.main import main\n"
-              f"code = main(['partition', {str(model)!r}, '--backends', 'htp', '--json'])\n"
-              "print('SPAWNED', spawned, file=sys.stderr); sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "SPAWNED [False]" in done.stderr and '"cached": false' in done.stdout
-    assert not workers_marked(env["QNN_LAB_CACHE"])
+    run = ("from dashboard.cli.main import main; "
+           "sys.exit(main(['partition', MODEL, '--backends', 'htp', '--json']))")
+    assert spawned_in_a_first_run(env, tmp_path, "'numpy' in sys.modules", run) == "[False]"
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
@@ -137,20 +145,7 @@ def test_python_m_dashboard_starts_the_worker_before_it_imports_the_command_line
     """``python -m dashboard partition``: the worker is started before the CLI, the client or the
     protocol is imported (their imports, about 40 ms, then run beside the worker's start), and it
     is the worker that measured."""
-    model = tmp_path / "cnn32.onnx"
-    onnx.save(build_cnn_classifier(size=32), model)
     later = ("dashboard.cli.main", "dashboard.runtime.client", "dashboard.runtime.protocol", "argparse")
-    script = ("import runpy, subprocess, sys; spawned = []; real = subprocess.Popen\n"
-              "class Popen(real):\n    def __init__(self, argv, *a, **k):\n"
-              "        if 'dashboard.runtime.worker' in argv:\n"
-              f"            spawned.append(sorted(m for m in {later!r} if m in sys.modules))\n"
-              "        super().__init__(argv, *a, **k)\n"
-              "subprocess.Popen = Popen\n"
-              f"sys.argv = ['dashboard', 'partition', {str(model)!r}, '--backends', 'htp', '--json']\n"
-              "try:\n    runpy.run_module('dashboard', run_name='__main__')\n"
-              "finally:\n    print('SPAWNED', spawned, file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "SPAWNED [[]]" in done.stderr and '"cached": false' in done.stdout
-    assert not workers_marked(env["QNN_LAB_CACHE"])
+    run = ("sys.argv = ['dashboard', 'partition', MODEL, '--backends', 'htp', '--json']; "
+           "runpy.run_module('dashboard', run_name='__main__')")
+    assert spawned_in_a_first_run(env, tmp_path, f"[m for m in {later!r} if m in sys.modules]", run) == "[[]]"
