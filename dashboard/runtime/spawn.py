@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -78,19 +79,21 @@ class Spare(NamedTuple):
 
 
 _spare: Spare | None = None
+_lock = threading.Lock()  # one adopter per spare, whichever threads start clients at once
 
 
 def start_spare() -> None:
     """Start this machine's worker now, for the next local ``WorkerClient`` to adopt; stopped at
     exit if nobody does. A worker that cannot start is left for that client to report."""
     global _spare
-    if _spare is not None:
-        return
-    argv, env = local_worker_argv(), local_env()
-    try:
-        _spare = Spare(start(argv, env), argv, env)
-    except OSError:
-        return
+    with _lock:
+        if _spare is not None:
+            return
+        argv, env = local_worker_argv(), local_env()
+        try:
+            _spare = Spare(start(argv, env), argv, env)
+        except OSError:
+            return
     import atexit
 
     atexit.register(stop_spare)
@@ -101,7 +104,8 @@ def take_spare(argv: list[str]) -> Spare | None:
     other spare is stopped: one started under another environment (a caller changed
     ``QNN_LAB_CACHE`` since: a test, a notebook) would read and write another cache."""
     global _spare
-    spare, _spare = _spare, None
+    with _lock:
+        spare, _spare = _spare, None
     if spare is None:
         return None
     if spare.argv != argv or spare.env != local_env() or spare.proc.poll() is not None:
@@ -113,7 +117,8 @@ def take_spare(argv: list[str]) -> Spare | None:
 def stop_spare() -> None:
     """Stop a spare nobody adopted (at exit), and remove what it left."""
     global _spare
-    spare, _spare = _spare, None
+    with _lock:
+        spare, _spare = _spare, None
     if spare is not None:
         _stop(spare)
 
