@@ -80,6 +80,7 @@ class Spare(NamedTuple):
 
 _spare: Spare | None = None
 _lock = threading.Lock()  # one adopter per spare, whichever threads start clients at once
+_at_exit = False  # stop_spare is registered with atexit (once)
 
 
 def start_spare() -> None:
@@ -94,9 +95,12 @@ def start_spare() -> None:
             _spare = Spare(start(argv, env), argv, env)
         except OSError:
             return
-    import atexit
+        global _at_exit
+        if not _at_exit:
+            import atexit
 
-    atexit.register(stop_spare)
+            atexit.register(stop_spare)
+            _at_exit = True
 
 
 def take_spare(argv: list[str]) -> Spare | None:
