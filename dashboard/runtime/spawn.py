@@ -86,7 +86,7 @@ _at_exit = False  # stop_spare is registered with atexit (once)
 def start_spare() -> None:
     """Start this machine's worker now, for the next local ``WorkerClient`` to adopt; stopped at
     exit if nobody does. A worker that cannot start is left for that client to report."""
-    global _spare
+    global _spare, _at_exit
     with _lock:
         if _spare is not None:
             return
@@ -95,7 +95,6 @@ def start_spare() -> None:
             _spare = Spare(start(argv, env), argv, env)
         except OSError:
             return
-        global _at_exit
         if not _at_exit:
             import atexit
 
