@@ -40,6 +40,8 @@ FILES = [
     "tests/test_timeline_cli.py",
     "tests/test_page_state.py",
     "tests/test_partition_worker.py",
+    "tests/test_partition_startup.py",
+    "tests/test_partition_head_start.py",
     "tests/test_partition_page.py",
     "tests/test_profile_page.py",
     "tests/test_compare_page.py",
