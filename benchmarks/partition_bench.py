@@ -123,7 +123,8 @@ with tempfile.TemporaryDirectory() as work:
     measure._runtime_graph(prepared, config, work); lap("pre-partition graph (CPU session) and its shapes")
     from dashboard.intake.shapes import infer_tensor_shapes
     infer_tensor_shapes(prepared.structure, config.dims); lap("shape inference")
-    measure.session_report(prepared, config, work); lap("HTP session + op trace")
+    from dashboard.partition import session
+    session.measured(prepared.session_input, prepared.session_config, config, work); lap("HTP session + op trace")
 print(json.dumps(steps))
 """
 WHERE = {

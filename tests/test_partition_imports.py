@@ -3,8 +3,8 @@ worker, and the CLI process no numpy either (its worker, which starts first, nee
 reads and reports): ``import onnx`` costs about a second of CPU (ml_dtypes' extension), which each process
 would pay while the bare session script the bench compares with pays nothing. Checked on real
 processes running the real command: the CLI's ``main`` with its real worker, whose only stand-in
-is the QNN session itself (``measure.session_report``: no simulator compile in this tier; every
-node is reported on the CPU EP). Everything that reads or rewrites the model runs for real: the
+is the QNN session itself (``session.measured``, which the head start and the handler both call:
+no simulator compile in this tier; every node is reported on the CPU EP). Everything that reads or rewrites the model runs for real: the
 reader, the renamed-node and input-shape rewrite, ONNX Runtime's pre-partition graph and shape
 inference, the verdicts and the report."""
 
@@ -31,8 +31,8 @@ CLI_HEAVY = HEAVY + ["numpy"]  # the CLI reads and reports; only its worker, whi
 # of HEAVY its process imported to $IMPORTS_OUT.
 HANDLER = f"""
 import json, os, sys
-from dashboard.partition import measure
-measure.session_report = lambda prepared, config, workdir: (None, None)
+from dashboard.partition import measure, session
+session.measured = lambda session_input, session_config, config, workdir: (None, None)
 def handler(args, emit):
     result = measure.run(args, emit)
     with open(os.environ["IMPORTS_OUT"], "w") as out:

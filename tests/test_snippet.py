@@ -16,7 +16,7 @@ import pytest
 
 from dashboard.cli.main import main
 from dashboard.errors import UserError
-from dashboard.partition import analysis, measure
+from dashboard.partition import analysis, measure, session
 from dashboard.partition.snippet import model_snippet, report_snippet
 from dashboard.runtime import qnn
 from dashboard.runtime.knobs import Settings
@@ -34,7 +34,7 @@ def constants(code: str) -> dict:
 
 
 def worker_session(path, settings: Settings, monkeypatch, tmp_path):
-    """The ``SessionConfig`` the worker's ``session_report`` would create the HTP session with, for an
+    """The ``SessionConfig`` the worker's ``session.measured`` would create the HTP session with, for an
     analysis of ``path`` under ``settings``: what ``analyze`` sends, through what the worker adds."""
     sent = {}
 
@@ -55,7 +55,8 @@ def worker_session(path, settings: Settings, monkeypatch, tmp_path):
     monkeypatch.setattr(qnn, "create_session", create_session)
     prepared = measure.prepare(str(path), dict(args.input_shapes))
     with pytest.raises(UserError):
-        measure.session_report(prepared, args.config.replace(backend="htp"), str(tmp_path))
+        session.measured(prepared.session_input, prepared.session_config, args.config.replace(backend="htp"),
+                         str(tmp_path))
     return made["config"]
 
 

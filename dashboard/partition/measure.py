@@ -434,11 +434,6 @@ def probe_gpu_cached() -> tuple[bool, str | None, str]:
     return result.ok, result.error, "now"
 
 
-def session_report(prepared: Prepared, config, workdir: str) -> tuple[list | None, dict | None]:
-    """``session.measured`` on the prepared model: its assignment info and op trace."""
-    return session.measured(prepared.session_input, prepared.session_config, config, workdir)
-
-
 def run(args: PartitionArgs, emit: Emit) -> PartitionResult:
     """Worker handler: ``args.path`` (the model on this host), ``args.config`` (its backend field
     is ignored), ``args.backends``, ``args.input_shapes``. Returns per-backend reports keyed by
