@@ -316,6 +316,12 @@ class ModelGraph(_Indexed):
         return [t for t in self.listed_inputs if t.name not in self.initializers]
 
     @property
+    def renamed_nodes(self) -> int:
+        """How many nodes carry a stable name the file does not give them (unnamed or duplicate
+        names): a session must read a copy that carries these names to report the ones shown."""
+        return sum(1 for node in self.nodes if node.onnx_name != node.name)
+
+    @property
     def weight_bytes(self) -> int:
         return sum(i.nbytes for i in self.initializers.values())
 

@@ -156,7 +156,7 @@ def analyze(model_path: str | os.PathLike, options: Settings | None = None, *,
     emit(Stage(f"starting the runtime worker on {device.label}", 0.0))
     digest_thread = _Digest(path, known)
     config = SessionConfig.of(options, "htp", dims=dims)
-    as_is = not options.shapes and all(node.onnx_name == node.name for node in graph.nodes)
+    as_is = not options.shapes and not graph.renamed_nodes  # the sessions may read the file itself
     result, crash = _run_worker(device, path, known, PartitionArgs("", config, list(options.backends),
                                                                    dict(options.shapes), as_is), timeout, emit, cancel)
     digest = digest_thread.get()

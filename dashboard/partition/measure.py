@@ -352,7 +352,7 @@ def prepare(path: str, shapes: dict[str, tuple[int, ...]] | None = None) -> Prep
     graph = load_model(path)
     structure = load_structure(path)
     fix_input_shapes(structure, shapes)
-    renamed = sum(1 for node in graph.nodes if node.onnx_name != node.name)
+    renamed = graph.renamed_nodes
     if not renamed and not shapes:  # the sessions read the file itself
         return Prepared(graph, structure, path, {}, 0)
     from dashboard.runtime.qnn import EXTERNAL_DATA_FOLDER
