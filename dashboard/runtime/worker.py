@@ -178,14 +178,17 @@ def _preload_runtime() -> None:
         pass
 
 
+def _imported(name: str) -> Callable:
+    """The function a ``"module:function"`` name of the protocol's tables names, imported."""
+    module_name, func_name = name.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
 def _head_start(request: WorkerRequest) -> contextlib.AbstractContextManager:
     """The command's head start around its request (``HEAD_STARTS``), entered before the request is
     decoded; none for the other commands."""
     name = HEAD_STARTS.get(request.cmd)
-    if name is None:
-        return contextlib.nullcontext()
-    module_name, func_name = name.split(":")
-    return getattr(importlib.import_module(module_name), func_name)(request.args)
+    return contextlib.nullcontext() if name is None else _imported(name)(request.args)
 
 
 def _resolve(cmd: str) -> tuple[Command, Callable[[Record, Emit], Record | None]]:
@@ -193,8 +196,7 @@ def _resolve(cmd: str) -> tuple[Command, Callable[[Record, Emit], Record | None]
         command = COMMANDS[cmd]
     except KeyError:
         raise UserError(f"unknown worker command {cmd!r}") from None
-    module_name, func_name = command.handler.split(":")
-    return command, getattr(importlib.import_module(module_name), func_name)
+    return command, _imported(command.handler)
 
 
 def _answer(request: WorkerRequest, send: Callable[[Record], None]) -> WorkerReply:
