@@ -203,7 +203,7 @@ class WorkerClient:
                 return self
         self._proc, self._stopped = proc, None
         self._lines = queue.Queue()
-        self._finalizer = weakref.finalize(self, _stop, proc, STOP_GRACE, not self.remote)
+        self._finalizer = weakref.finalize(self, _spawn.stop, proc, STOP_GRACE, not self.remote)
         platform.on_exit(self._finalizer)  # a web server's stop may skip atexit
         _join_groups(self)
         # The pumps get the queue and the deque, not ``self``: a client nobody holds can be collected.
@@ -246,7 +246,7 @@ class WorkerClient:
         if proc is None:
             return
         self._finalizer.detach()
-        _stop(proc, grace, not self.remote)
+        _spawn.stop(proc, grace, not self.remote)
 
     def __enter__(self) -> "WorkerClient":
         return self.start()
@@ -369,7 +369,7 @@ class WorkerClient:
             try:
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                _stop(proc, 0, not self.remote)
+                _spawn.stop(proc, 0, not self.remote)
             else:
                 if not self.remote:  # it ended by itself (a native crash): it removed nothing, as if killed
                     scratch.remove_of(proc.pid)
@@ -378,31 +378,6 @@ class WorkerClient:
         tail = next((line for line in reversed(self._stderr) if line.strip()), "")
         detail = f"; last output: {tail[-300:]}" if tail else ""
         return WorkerCrashed(f"the {self.label} died during {what!r} ({platform.describe_exit(code)}){detail}")
-
-
-def _stop(proc: subprocess.Popen, grace: float, local: bool = False) -> None:
-    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group;
-    a ``local`` worker's scratch folders are then removed (killed, it may not have removed them).
-
-    The stdin is closed on a thread of its own: while another thread is still writing a request
-    (a model chunk) to a worker that does not read (stopped, or busy in native code), the pipe's
-    lock is held until that write fails, which is only once the worker is killed."""
-    try:
-        threading.Thread(target=_close_quietly, args=(proc.stdin,), daemon=True).start()
-    except RuntimeError:  # at interpreter exit (``atexit``, finalizers) no thread starts: close it here
-        _close_quietly(proc.stdin)
-    if grace > 0:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
-    platform.kill_group(proc)
-    if local:
-        scratch.remove_of(proc.pid)
-
-
-def _close_quietly(stream: IO[bytes] | None) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        if stream is not None:
-            stream.close()
 
 
 def _pump_stdout(stream: IO[bytes], lines: queue.Queue, noise: deque) -> None:

@@ -12,12 +12,13 @@ is stopped when the process exits.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 # The folder that holds the ``dashboard`` package: the checkout, or ``site-packages`` once the wheel
 # is installed. A local worker finds the package through it (``PYTHONPATH``: another interpreter,
@@ -72,6 +73,34 @@ def start(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
                             env=env, cwd=str(worker_cwd()), **platform.detached_group())
 
 
+def stop(proc: subprocess.Popen, grace: float, local: bool = False) -> None:
+    """Close the worker's stdin, give it ``grace`` seconds to exit, then kill its process group;
+    a ``local`` worker's scratch folders are then removed (killed, it may not have removed them).
+
+    The stdin is closed on a thread of its own: while another thread is still writing a request
+    (a model chunk) to a worker that does not read (stopped, or busy in native code), the pipe's
+    lock is held until that write fails, which is only once the worker is killed."""
+    from dashboard import platform
+    from dashboard.runtime import scratch
+
+    try:
+        threading.Thread(target=_close_quietly, args=(proc.stdin,), daemon=True).start()
+    except RuntimeError:  # at interpreter exit (``atexit``, finalizers) no thread starts: close it here
+        _close_quietly(proc.stdin)
+    if grace > 0:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace)
+    platform.kill_group(proc)
+    if local:
+        scratch.remove_of(proc.pid)
+
+
+def _close_quietly(stream: IO[bytes] | None) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        if stream is not None:
+            stream.close()
+
+
 class Spare(NamedTuple):
     proc: subprocess.Popen
     argv: list[str]
@@ -112,7 +141,7 @@ def take_spare(argv: list[str]) -> Spare | None:
     if spare is None:
         return None
     if spare.argv != argv or spare.env != local_env() or spare.proc.poll() is not None:
-        _stop(spare)
+        _stop_spare_process(spare)
         return None
     return spare
 
@@ -123,17 +152,10 @@ def stop_spare() -> None:
     with _lock:
         spare, _spare = _spare, None
     if spare is not None:
-        _stop(spare)
+        _stop_spare_process(spare)
 
 
-def _stop(spare: Spare) -> None:
-    from dashboard import platform
-    from dashboard.runtime import scratch
-
-    for stream in (spare.proc.stdin, spare.proc.stdout, spare.proc.stderr):
-        try:
-            stream.close()
-        except OSError:
-            pass
-    platform.kill_group(spare.proc)
-    scratch.remove_of(spare.proc.pid)
+def _stop_spare_process(spare: Spare) -> None:
+    stop(spare.proc, 0, local=True)
+    for stream in (spare.proc.stdout, spare.proc.stderr):  # nobody was reading them: no pump was started
+        _close_quietly(stream)
